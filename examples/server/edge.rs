@@ -1,0 +1,191 @@
+//! The two outermost middlewares: DNS-rebinding protection and bearer auth.
+//!
+//! Both answer a rejected request themselves, with a JSON-RPC error body
+//! that has no `id` (the body was never read, so the id is unknown).
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
+use http::uri::Authority;
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use mcp_edge::Principal;
+use serde_json::json;
+
+/// The bearer tokens this demo knows, and whose they are.
+const TOKENS: &[(&str, &str)] = &[("alice-token", "alice"), ("bob-token", "bob")];
+
+/// Rejects with 403 any request whose `Host` or `Origin` is not a loopback
+/// name for this server's port: a page on another origin that got its
+/// name resolved to 127.0.0.1 (DNS rebinding) cannot reach the server.
+pub async fn loopback_only(State(port): State<u16>, request: Request, next: Next) -> Response {
+    if let Err(reason) = check_host_and_origin(request.headers(), request.uri(), port) {
+        tracing::warn!(reason, "rejected request (possible DNS rebinding)");
+        return rejection(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "Forbidden: Host or Origin not allowed",
+        );
+    }
+    next.run(request).await
+}
+
+/// Resolves `Authorization: Bearer <token>` to a [`Principal`] in the request
+/// extensions. No header: the caller is anonymous, and nothing is inserted
+/// (mcp-edge and the handler treat that as "no principal": public resources
+/// only, no tasks). Any other value: 401.
+pub async fn bearer_auth(mut request: Request, next: Next) -> Response {
+    if let Some(value) = request.headers().get(AUTHORIZATION) {
+        let Some(principal) = principal_for(value) else {
+            let mut response = rejection(
+                StatusCode::UNAUTHORIZED,
+                -32001,
+                "Unauthorized: unknown bearer token",
+            );
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        };
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
+}
+
+fn principal_for(value: &HeaderValue) -> Option<Principal> {
+    let (scheme, token) = value.to_str().ok()?.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
+    TOKENS
+        .iter()
+        .find(|(known, _)| *known == token)
+        .map(|(_, name)| Principal::new(*name))
+}
+
+fn rejection(status: StatusCode, code: i64, message: &'static str) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "error": { "code": code, "message": message } });
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "[::1]"
+}
+
+fn check_host_and_origin(headers: &HeaderMap, uri: &Uri, port: u16) -> Result<(), &'static str> {
+    let host = match headers.get(HOST) {
+        Some(host) => host.to_str().map_err(|_| "Host is not ASCII")?,
+        None => uri.authority().map(Authority::as_str).ok_or("no Host")?,
+    };
+    let host: Authority = host.parse().map_err(|_| "malformed Host")?;
+    if !is_loopback(host.host()) || host.port_u16().unwrap_or(80) != port {
+        return Err("Host is not this server");
+    }
+    let Some(origin) = headers.get(ORIGIN) else {
+        return Ok(());
+    };
+    let origin: Uri = origin
+        .to_str()
+        .ok()
+        .and_then(|origin| origin.parse().ok())
+        .ok_or("malformed Origin")?;
+    let default_port = match origin.scheme_str() {
+        Some("http") => 80,
+        Some("https") => 443,
+        _ => return Err("Origin is not http(s)"),
+    };
+    let origin = origin.authority().ok_or("Origin has no host")?;
+    if !is_loopback(origin.host()) || origin.port_u16().unwrap_or(default_port) != port {
+        return Err("Origin is not this server");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(name, value)| {
+                (
+                    http::HeaderName::from_static(name),
+                    HeaderValue::from_static(value),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loopback_hosts_for_this_port_pass() {
+        let uri = Uri::from_static("/mcp");
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST:8080",
+            "[::1]:8080",
+        ] {
+            let map: HeaderMap = [(HOST, HeaderValue::from_static(host))]
+                .into_iter()
+                .collect();
+            assert_eq!(check_host_and_origin(&map, &uri, 8080), Ok(()), "{host}");
+        }
+        let map = headers(&[
+            ("host", "localhost:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+        ]);
+        assert_eq!(check_host_and_origin(&map, &uri, 8080), Ok(()));
+    }
+
+    #[test]
+    fn foreign_hosts_and_origins_fail() {
+        let uri = Uri::from_static("/mcp");
+        for (host, origin) in [
+            ("evil.example.com", None),
+            ("evil.example.com:8080", None),
+            ("127.0.0.1:9090", None),
+            ("localhost", None),
+            ("localhost:8080", Some("http://evil.example.com")),
+            ("localhost:8080", Some("http://localhost:9090")),
+            ("localhost:8080", Some("null")),
+        ] {
+            let mut map: HeaderMap = [(HOST, HeaderValue::from_static(host))]
+                .into_iter()
+                .collect();
+            if let Some(origin) = origin {
+                map.insert(ORIGIN, HeaderValue::from_static(origin));
+            }
+            assert!(
+                check_host_and_origin(&map, &uri, 8080).is_err(),
+                "{host} {origin:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_resolve() {
+        let alice = principal_for(&HeaderValue::from_static("Bearer alice-token"));
+        assert_eq!(alice, Some(Principal::new("alice")));
+        let bob = principal_for(&HeaderValue::from_static("bearer bob-token"));
+        assert_eq!(bob, Some(Principal::new("bob")));
+        for value in [
+            "Bearer mallory-token",
+            "Basic YWxpY2U6",
+            "alice-token",
+            "Bearer",
+        ] {
+            assert_eq!(
+                principal_for(&HeaderValue::from_static(value)),
+                None,
+                "{value}"
+            );
+        }
+    }
+}

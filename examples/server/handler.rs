@@ -1,0 +1,449 @@
+//! The MCP server itself: an rmcp [`ServerHandler`] over the [`Store`].
+//!
+//! Everything it reads about resources and tasks comes from the store, and
+//! everything it changes is published on the [`Bus`]. It serves
+//! `subscriptions/listen` itself only in `--bare` mode; with the mcp-edge
+//! layers in front, listens are served from the bus (see `listen.rs`).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use mcp_edge::{Principal, Topic};
+use rmcp::handler::server::tool::InputResponses;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CacheScope, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    ContentBlock, GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::bus::{Bus, End, Event};
+use crate::store::Store;
+
+/// The only protocol revision served: the stateless one, where every
+/// request carries its own `_meta` and listens replace `resources/subscribe`.
+const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
+
+/// The protocol versions the server implements, as strings.
+pub fn supported_versions() -> impl Iterator<Item = &'static str> {
+    SUPPORTED_VERSIONS.iter().map(ProtocolVersion::as_str)
+}
+
+/// The demo server; cheap to clone (rmcp makes one per request).
+#[derive(Clone)]
+pub struct Demo {
+    store: Arc<Store>,
+    bus: Arc<Bus>,
+    capabilities: ServerCapabilities,
+}
+
+#[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct EchoArgs {
+    /// The text to return.
+    text: String,
+}
+
+#[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct UriArgs {
+    /// The URI of a resource the caller may read.
+    uri: String,
+}
+
+#[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct TaskArgs {
+    /// The id of a task the caller owns.
+    #[serde(rename = "taskId")]
+    task_id: String,
+}
+
+/// The caller, as the auth middleware put it into the HTTP request.
+fn caller(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<http::request::Parts>()?
+        .extensions
+        .get::<Principal>()
+        .cloned()
+}
+
+/// The answer for a URI the caller may not read: the same as for one that
+/// does not exist, so the error reveals nothing.
+fn resource_not_found(uri: &str) -> McpError {
+    McpError::invalid_params("resource not found", Some(json!({ "uri": uri })))
+}
+
+/// The answer for a task the caller does not own, or that does not exist.
+fn task_not_found() -> McpError {
+    McpError::invalid_params("task not found", None)
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+#[tool_router]
+impl Demo {
+    /// A server over `store` that publishes its changes on `bus` and
+    /// advertises `capabilities` (the profile's modern set).
+    pub fn new(store: Arc<Store>, bus: Arc<Bus>, capabilities: ServerCapabilities) -> Self {
+        Self {
+            store,
+            bus,
+            capabilities,
+        }
+    }
+
+    #[tool(description = "Returns the text it is given")]
+    async fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+        text
+    }
+
+    #[tool(
+        description = "Marks a resource you may read as changed: listen streams subscribed to it hear notifications/resources/updated"
+    )]
+    async fn touch_resource(
+        &self,
+        Parameters(UriArgs { uri }): Parameters<UriArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        if !self.store.may_read(caller(&context).as_ref(), &uri) {
+            return Err(resource_not_found(&uri));
+        }
+        let params = object(json!({ "uri": uri }));
+        self.bus.publish(Event::new(
+            Topic::Resource(uri.clone()),
+            "notifications/resources/updated",
+            params,
+        ));
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "{uri} touched"
+        ))]))
+    }
+
+    #[tool(
+        description = "Completes a task you own: listen streams following it hear notifications/tasks"
+    )]
+    async fn complete_task(
+        &self,
+        Parameters(TaskArgs { task_id }): Parameters<TaskArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let (owner, task, changed) = self
+            .store
+            .complete_task(caller(&context).as_ref(), &task_id)
+            .ok_or_else(task_not_found)?;
+        let task = serde_json::to_value(task).map_err(|error| {
+            McpError::internal_error(format!("task does not serialize: {error}"), None)
+        })?;
+        if changed {
+            self.publish_task(owner, task_id.clone(), task.clone());
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            task.to_string(),
+        )]))
+    }
+
+    // The tools below are fixtures the official conformance suite calls
+    // (scenario `server-stateless`).
+
+    #[tool(description = "Conformance fixture: needs the client's sampling capability")]
+    // Sampling is deprecated by SEP-2577; the fixture only names it.
+    #[allow(deprecated)]
+    async fn test_missing_capability(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let declared = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.sampling.is_some());
+        if !declared {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_sampling().build(),
+            ));
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            "sampling capability declared",
+        )]))
+    }
+
+    #[tool(
+        description = "Conformance fixture: asks for input the 2026-07-28 way, with an InputRequiredResult, never with a request on the stream"
+    )]
+    async fn test_streaming_elicitation(
+        &self,
+        InputResponses(responses): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let declared = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        if !declared {
+            return Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_elicitation().build(),
+            ));
+        }
+        if let Some(answer) = responses
+            .as_ref()
+            .and_then(|responses| responses.get("name"))
+        {
+            let name = answer
+                .pointer("/content/name")
+                .and_then(Value::as_str)
+                .unwrap_or("stranger");
+            let result =
+                CallToolResult::success(vec![ContentBlock::text(format!("Hello, {name}"))]);
+            return Ok(result.into());
+        }
+        let request: InputRequest = serde_json::from_value(json!({
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "What is your name?",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": { "name": { "type": "string" } },
+                    "required": ["name"]
+                }
+            }
+        }))
+        .map_err(|error| McpError::internal_error(error.to_string(), None))?;
+        let requests = InputRequests::from([("name".to_owned(), request)]);
+        Ok(InputRequiredResult::from_input_requests(requests).into())
+    }
+
+    #[tool(
+        description = "Conformance fixture: logs only when the request's _meta sets a log level"
+    )]
+    // Logging is deprecated by SEP-2577 but still part of 2026-07-28: a
+    // request that sets `io.modelcontextprotocol/logLevel` may get messages.
+    #[allow(deprecated)]
+    async fn test_logging_tool(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+        if let Some(level) = context.meta.log_level() {
+            if matches!(level, LoggingLevel::Debug | LoggingLevel::Info) {
+                let message = LoggingMessageNotificationParam::new(
+                    LoggingLevel::Info,
+                    json!("test_logging_tool ran"),
+                );
+                if let Err(error) = context.peer.notify_logging_message(message).await {
+                    tracing::debug!(%error, "log message not delivered");
+                }
+            }
+        }
+        Ok(CallToolResult::success(vec![ContentBlock::text(
+            "logging evaluated",
+        )]))
+    }
+
+    #[tool(
+        description = "Conformance fixture: announces a tool-list change to listen streams that asked for it"
+    )]
+    async fn test_trigger_tool_change(&self) -> String {
+        self.bus.publish(Event::new(
+            Topic::ToolsListChanged,
+            "notifications/tools/list_changed",
+            Map::new(),
+        ));
+        "tool list change announced".to_owned()
+    }
+}
+
+impl Demo {
+    fn publish_task(&self, owner: Principal, id: String, task: Value) {
+        let topic = Topic::Task { owner, id };
+        self.bus
+            .publish(Event::new(topic, "notifications/tasks", object(task)));
+    }
+
+    /// `--bare` mode: delivers one bus event through rmcp's subscription sink.
+    async fn forward(
+        &self,
+        subscription: &SubscriptionContext,
+        caller: Option<&Principal>,
+        event: &Event,
+    ) -> Result<(), rmcp::service::SubscriptionSendError> {
+        let sink = subscription.sink();
+        match &event.topic {
+            Topic::ToolsListChanged => sink.notify_tool_list_changed().await,
+            Topic::PromptsListChanged => sink.notify_prompt_list_changed().await,
+            Topic::ResourcesListChanged => sink.notify_resource_list_changed().await,
+            // rmcp acknowledged the URI without knowing the caller; at
+            // least the update itself only reaches a caller who may read it.
+            Topic::Resource(uri) if self.store.may_read(caller, uri) => {
+                sink.notify_resource_updated(uri.clone()).await
+            }
+            // rmcp's sink cannot carry notifications/tasks (its filter has
+            // no `taskIds`), so bare listens never hear about tasks.
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The bus topics of a filter rmcp accepted (`--bare` mode).
+fn topics_of(filter: &SubscriptionFilter) -> Vec<Topic> {
+    let flags = [
+        (filter.tools_list_changed, Topic::ToolsListChanged),
+        (filter.prompts_list_changed, Topic::PromptsListChanged),
+        (filter.resources_list_changed, Topic::ResourcesListChanged),
+    ];
+    let uris = filter.resource_subscriptions.iter().flatten();
+    flags
+        .into_iter()
+        .filter_map(|(flag, topic)| (flag == Some(true)).then_some(topic))
+        .chain(uris.map(|uri| Topic::Resource(uri.clone())))
+        .collect()
+}
+
+#[tool_handler]
+impl ServerHandler for Demo {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(self.capabilities.clone())
+            .with_server_info(Implementation::new(
+                "mcp-edge-reference",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Demo resources under demo://; tools echo, touch_resource and complete_task.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let caller = caller(&context);
+        let resources = self
+            .store
+            .readable(caller.as_ref())
+            .map(|resource| {
+                Resource::new(resource.uri, resource.name)
+                    .with_description(resource.description)
+                    .with_mime_type("text/plain")
+            })
+            .collect();
+        // The list depends on who asks: no shared cache may serve it.
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let resource = self
+            .store
+            .read(caller(&context).as_ref(), &request.uri)
+            .ok_or_else(|| resource_not_found(&request.uri))?;
+        let contents = vec![ResourceContents::text(resource.text, resource.uri)];
+        Ok(ReadResourceResult::new(contents)
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private)
+            .into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.store
+            .task(caller(&context).as_ref(), &request.task_id)
+            .map(GetTaskResult::new)
+            .ok_or_else(task_not_found)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // No demo task ever waits for input, so there is nothing to apply.
+        self.store
+            .task(caller(&context).as_ref(), &request.task_id)
+            .map(drop)
+            .ok_or_else(task_not_found)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (owner, task, changed) = self
+            .store
+            .cancel_task(caller(&context).as_ref(), &request.task_id)
+            .ok_or_else(task_not_found)?;
+        if changed {
+            let task = serde_json::to_value(task).unwrap_or_default();
+            self.publish_task(owner, request.task_id, task);
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // `--bare` mode only. rmcp gives this hook no caller, so it can only
+        // drop what nobody may subscribe to; readability is not checked here.
+        let mut accepted = requested.clone();
+        if let Some(uris) = accepted.resource_subscriptions.as_mut() {
+            uris.retain(|uri| self.store.accepts_subscription(uri));
+        }
+        Some(accepted)
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let caller = caller(subscription.request_context());
+        let mut events = self.bus.subscribe(topics_of(subscription.accepted()));
+        loop {
+            let event = tokio::select! {
+                () = subscription.cancelled() => return Ok(()),
+                event = events.recv() => event,
+            };
+            match event {
+                Ok(event) => {
+                    if self
+                        .forward(&subscription, caller.as_ref(), &event)
+                        .await
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                // Returning Ok sends the graceful-close result.
+                Err(End::Shutdown) => return Ok(()),
+                Err(End::Lagged) => {
+                    return Err(McpError::internal_error(
+                        "listen stream fell behind; listen again",
+                        None,
+                    ))
+                }
+            }
+        }
+    }
+}

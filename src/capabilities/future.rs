@@ -1,0 +1,272 @@
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use http::{header, request, response, HeaderMap, Request, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use tower_service::Service;
+
+use super::rewrite::{ResultRewrite, Target};
+use crate::body::{ResponseBody, Rule};
+use crate::era::Era;
+use crate::peek::{header_method, is_encoded, is_json, Peek, Peeked};
+use crate::replay::ReplayBody;
+use crate::scan::{Method, Outcome};
+use crate::{json, Rejection, ServerProfile};
+
+pin_project! {
+    /// Response future for [`Capabilities`](super::Capabilities).
+    pub struct ResponseFuture<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReplayBody<ReqBody>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        #[pin]
+        state: State<S, ReqBody, ResBody>,
+        profile: ServerProfile,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqBody, ResBody>
+    where
+        S: Service<Request<ReplayBody<ReqBody>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        Peeking {
+            peek: Option<Peek<ReqBody>>,
+            parts: Option<request::Parts>,
+            service: Option<S>,
+            stage: Stage,
+        },
+        Calling {
+            #[pin]
+            future: S::Future,
+            target: Option<Target>,
+        },
+        Reading {
+            peek: Option<Peek<ResBody>>,
+            parts: Option<response::Parts>,
+            target: Option<Target>,
+        },
+        Done,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Stage {
+    /// Reading until the body's method is known.
+    Classify,
+    /// Reading an intercepted request whole, for its id.
+    Buffer(Era),
+    /// Reading the body for its id, to answer a disguised request.
+    Mismatch,
+}
+
+impl<S, ReqBody, ResBody> ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body + Unpin,
+    ResBody: Body + Unpin,
+{
+    pub(super) fn calling(future: S::Future, profile: ServerProfile) -> Self {
+        Self {
+            state: State::Calling {
+                future,
+                target: None,
+            },
+            profile,
+        }
+    }
+
+    pub(super) fn peeking(
+        service: S,
+        parts: request::Parts,
+        peek: Peek<ReqBody>,
+        profile: ServerProfile,
+    ) -> Self {
+        Self {
+            state: State::Peeking {
+                peek: Some(peek),
+                parts: Some(parts),
+                service: Some(service),
+                stage: Stage::Classify,
+            },
+            profile,
+        }
+    }
+}
+
+fn era_of(method: Method) -> Option<Era> {
+    match method {
+        Method::Initialize => Some(Era::Legacy),
+        Method::Discover => Some(Era::Modern),
+        Method::Listen | Method::Other => None,
+    }
+}
+
+/// True when the `Mcp-Method` header and the body disagree about an
+/// `initialize` or `server/discover` request.
+fn disguised(headers: &HeaderMap, body: Option<Method>) -> bool {
+    match header_method(headers) {
+        Some(named) => {
+            Some(named) != body && (era_of(named).is_some() || body.and_then(era_of).is_some())
+        }
+        None => false,
+    }
+}
+
+fn content_type_is(headers: &HeaderMap, essence: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(essence))
+}
+
+impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
+where
+    S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body + Unpin,
+    ResBody: Body + Unpin,
+{
+    type Output = Result<Response<ResponseBody<ResBody>>, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let this = self.as_mut().project();
+            let profile = this.profile;
+            let next = match this.state.project() {
+                StateProj::Peeking {
+                    peek,
+                    parts,
+                    service,
+                    stage,
+                } => {
+                    let reader = peek
+                        .as_mut()
+                        .expect("peek taken only when leaving the state");
+                    let headers = &parts
+                        .as_ref()
+                        .expect("parts taken only when leaving the state")
+                        .headers;
+                    let target = match *stage {
+                        Stage::Classify => {
+                            let method = match ready!(reader.poll_classify(cx)) {
+                                Peeked::Decided(Outcome::Method(method)) => Some(method),
+                                _ => None,
+                            };
+                            if disguised(headers, method) {
+                                *stage = Stage::Mismatch;
+                                continue;
+                            }
+                            if let Some(era) = method.and_then(era_of) {
+                                *stage = Stage::Buffer(era);
+                                continue;
+                            }
+                            None
+                        }
+                        Stage::Buffer(era) => {
+                            match ready!(reader.poll_buffer(cx)) {
+                                Ok(()) => json::request_id(&reader.buffered()).map(|id| {
+                                    let caller =
+                                        profile.principal(parts.as_ref().expect("parts are here"));
+                                    Target::new(id, era, profile.clone(), caller.as_ref())
+                                }),
+                                Err(reason) => {
+                                    tracing::debug!(?reason, "capabilities: request not read whole; response passes through");
+                                    None
+                                }
+                            }
+                        }
+                        Stage::Mismatch => {
+                            let _ = ready!(reader.poll_buffer(cx));
+                            let id = json::request_id(&reader.buffered());
+                            self.as_mut().project().state.set(State::Done);
+                            return Poll::Ready(Ok(
+                                Rejection::HeaderMismatch.into_response(id.as_deref())
+                            ));
+                        }
+                    };
+                    let body = peek.take().expect("peek is here").into_replay();
+                    let request = Request::from_parts(parts.take().expect("parts are here"), body);
+                    let future = service.take().expect("service is here").call(request);
+                    State::Calling { future, target }
+                }
+                StateProj::Calling { future, target } => {
+                    let response = ready!(future.poll(cx))?;
+                    let Some(target) = target.take() else {
+                        self.as_mut().project().state.set(State::Done);
+                        return Poll::Ready(Ok(response.map(ResponseBody::pass_through)));
+                    };
+                    let headers = response.headers();
+                    if is_encoded(headers) {
+                        tracing::debug!(
+                            "capabilities: response has a content encoding; passed through"
+                        );
+                    } else if content_type_is(headers, "text/event-stream") {
+                        let (mut parts, body) = response.into_parts();
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                        self.as_mut().project().state.set(State::Done);
+                        let body =
+                            ResponseBody::events(body, Rule::Result(ResultRewrite::new(target)));
+                        return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                    } else if is_json(headers) {
+                        let (parts, body) = response.into_parts();
+                        let peek = Peek::new(body, profile.limits().max_listen_body);
+                        self.as_mut().project().state.set(State::Reading {
+                            peek: Some(peek),
+                            parts: Some(parts),
+                            target: Some(target),
+                        });
+                        continue;
+                    } else {
+                        tracing::debug!(
+                            "capabilities: response is neither JSON nor SSE; passed through"
+                        );
+                    }
+                    self.as_mut().project().state.set(State::Done);
+                    return Poll::Ready(Ok(response.map(ResponseBody::pass_through)));
+                }
+                StateProj::Reading {
+                    peek,
+                    parts,
+                    target,
+                } => {
+                    let reader = peek
+                        .as_mut()
+                        .expect("peek taken only when leaving the state");
+                    let read = ready!(reader.poll_buffer(cx));
+                    let mut parts = parts.take().expect("parts are here");
+                    let rewritten = match read {
+                        Ok(()) => target
+                            .as_ref()
+                            .expect("target is here")
+                            .rewrite(&reader.buffered()),
+                        Err(_) => Err("the response body was not read whole"),
+                    };
+                    let body = match rewritten {
+                        Ok(data) => {
+                            parts
+                                .headers
+                                .insert(header::CONTENT_LENGTH, data.len().into());
+                            ResponseBody::full(data.into())
+                        }
+                        Err(reason) => {
+                            tracing::debug!(reason, "capabilities: response passed through");
+                            ResponseBody::replay(peek.take().expect("peek is here").into_replay())
+                        }
+                    };
+                    self.as_mut().project().state.set(State::Done);
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after completion"),
+            };
+            self.as_mut().project().state.set(next);
+        }
+    }
+}

@@ -1,0 +1,26 @@
+use tower_layer::Layer;
+
+use super::Capabilities;
+use crate::ServerProfile;
+
+/// Layer that applies [`Capabilities`], which fills in the `capabilities` of
+/// `initialize` and `server/discover` results from a [`ServerProfile`].
+#[derive(Debug, Clone)]
+pub struct CapabilitiesLayer {
+    profile: ServerProfile,
+}
+
+impl CapabilitiesLayer {
+    /// Creates a layer that advertises what `profile` offers.
+    pub fn new(profile: ServerProfile) -> Self {
+        Self { profile }
+    }
+}
+
+impl<S> Layer<S> for CapabilitiesLayer {
+    type Service = Capabilities<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Capabilities::new(inner, self.profile.clone())
+    }
+}

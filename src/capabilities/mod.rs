@@ -1,0 +1,73 @@
+//! Middleware that makes a server advertise exactly what it serves.
+//!
+//! [`CapabilitiesLayer`] lets the inner service answer `initialize` (legacy
+//! era) and `server/discover` (modern era) requests, then replaces the
+//! managed keys of `result.capabilities` in a success response for that
+//! request with the [`ServerProfile`](crate::ServerProfile)'s capabilities
+//! for the era. Keys the profile does not manage (`experimental`, foreign
+//! `extensions` entries) stay as the inner service set them. JSON and SSE
+//! responses are both handled; in an SSE response only the event carrying
+//! the result is rewritten.
+//!
+//! Error responses, responses for another id, non-JSON bodies and responses
+//! with a `Content-Encoding` pass through unchanged (place the layer inside
+//! compression). Every other request reaches the inner service untouched:
+//! its body is read only until its top-level `method` is known and then
+//! replayed, never buffered whole.
+//!
+//! A request whose `Mcp-Method` header and body `method` disagree, where
+//! either is `initialize` or `server/discover`, is answered with -32020.
+//!
+//! # Example
+//!
+//! ```
+//! use axum::{routing::post, Router};
+//! use http_body_util::BodyExt;
+//! use mcp_edge::{CapabilitiesLayer, ServerProfile};
+//! use serde_json::{json, Value};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let profile = ServerProfile::builder()
+//!     .base_capabilities(json!({"tools": {"listChanged": false}}))
+//!     .build()
+//!     .unwrap();
+//!
+//! // An inner server that advertises more than it serves.
+//! let app = Router::new()
+//!     .route("/mcp", post(|| async {
+//!         axum::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {
+//!             "resultType": "complete",
+//!             "capabilities": {"tools": {}, "prompts": {}, "experimental": {"x": {}}}
+//!         }}))
+//!     }))
+//!     .layer(CapabilitiesLayer::new(profile));
+//!
+//! let request = http::Request::post("/mcp")
+//!     .header("content-type", "application/json")
+//!     .header("mcp-method", "server/discover")
+//!     .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#))
+//!     .unwrap();
+//! let response = app.oneshot(request).await.unwrap();
+//! let body = response.into_body().collect().await.unwrap().to_bytes();
+//! let body: Value = serde_json::from_slice(&body).unwrap();
+//! assert_eq!(
+//!     body["result"]["capabilities"],
+//!     json!({"tools": {"listChanged": true}, "logging": {}, "experimental": {"x": {}}})
+//! );
+//! # }
+//! ```
+
+mod future;
+mod layer;
+mod rewrite;
+mod service;
+
+pub use self::future::ResponseFuture;
+pub use self::layer::CapabilitiesLayer;
+pub(crate) use self::rewrite::ResultRewrite;
+pub use self::service::Capabilities;
+
+#[cfg(test)]
+mod tests;

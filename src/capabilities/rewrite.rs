@@ -1,0 +1,88 @@
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::value::RawValue;
+
+use crate::era::{self, Era, Skip};
+use crate::event_stream::EventRule;
+use crate::profile::Advertised;
+use crate::sse::{self, Event};
+use crate::{Principal, ServerProfile};
+
+/// What a response to an intercepted request is rewritten with.
+pub(crate) struct Target {
+    id: Box<RawValue>,
+    era: Era,
+    profile: ServerProfile,
+    narrowed: Option<Advertised>,
+}
+
+impl Target {
+    pub(crate) fn new(
+        id: Box<RawValue>,
+        era: Era,
+        profile: ServerProfile,
+        caller: Option<&Principal>,
+    ) -> Self {
+        let narrowed = profile
+            .narrows_per_caller()
+            .then(|| Advertised::new(profile.capabilities_for(caller, era)));
+        Self {
+            id,
+            era,
+            profile,
+            narrowed,
+        }
+    }
+
+    /// The rewritten JSON-RPC response, or why `body` is left alone.
+    pub(crate) fn rewrite(&self, body: &[u8]) -> Result<Vec<u8>, Skip> {
+        let caps = self
+            .narrowed
+            .as_ref()
+            .unwrap_or_else(|| self.profile.advertised(self.era));
+        // Capabilities that depend on the caller must not be cached for others.
+        let private = self.narrowed.is_some() && self.era == Era::Modern;
+        era::rewrite_response(body, &self.id, &caps.map, &caps.json, private)
+    }
+}
+
+/// Rewrites the one event of an SSE response that carries the result.
+pub(crate) struct ResultRewrite {
+    target: Target,
+    done: bool,
+}
+
+impl ResultRewrite {
+    pub(crate) fn new(target: Target) -> Self {
+        Self {
+            target,
+            done: false,
+        }
+    }
+}
+
+impl EventRule for ResultRewrite {
+    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
+        let rewritten = event
+            .data
+            .as_deref()
+            .map(|data| self.target.rewrite(data.as_bytes()));
+        match rewritten {
+            Some(Ok(data)) => {
+                self.done = true;
+                let data = String::from_utf8(data).expect("a rewrite of UTF-8 JSON is UTF-8");
+                let mut fields = event.fields();
+                fields.data = &data;
+                let mut buf = BytesMut::with_capacity(data.len() + 32);
+                sse::write_event(&fields, &mut buf);
+                out.push_back(buf.freeze());
+            }
+            _ => out.push_back(event.raw),
+        }
+    }
+
+    fn passes_rest(&self) -> bool {
+        self.done
+    }
+}

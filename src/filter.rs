@@ -1,0 +1,581 @@
+//! The honoured filter of a `subscriptions/listen` request.
+//!
+//! [`honour`] validates the request's `notifications` filter, authorizes it
+//! for the caller, deduplicates and bounds it, and yields the
+//! [`HonouredFilter`]: what the acknowledgment says and what the stream may
+//! carry. Validation completes before any hook runs, so bad input costs no
+//! hook calls.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use http::request::Parts;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::era::{Era, TASKS_EXTENSION};
+use crate::hooks::{answer, Principal};
+use crate::json;
+use crate::jsonrpc::{JsonRpcError, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::profile::{ServerProfile, UnreadableUris};
+
+/// One field of a listen filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `toolsListChanged`
+    ToolsListChanged,
+    /// `promptsListChanged`
+    PromptsListChanged,
+    /// `resourcesListChanged`
+    ResourcesListChanged,
+    /// `resourceSubscriptions`
+    ResourceSubscriptions,
+    /// `taskIds` (tasks extension)
+    TaskIds,
+}
+
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::ToolsListChanged,
+        Kind::PromptsListChanged,
+        Kind::ResourcesListChanged,
+        Kind::ResourceSubscriptions,
+        Kind::TaskIds,
+    ];
+
+    /// The field's name in the `notifications` object.
+    pub fn field(self) -> &'static str {
+        match self {
+            Kind::ToolsListChanged => "toolsListChanged",
+            Kind::PromptsListChanged => "promptsListChanged",
+            Kind::ResourcesListChanged => "resourcesListChanged",
+            Kind::ResourceSubscriptions => "resourceSubscriptions",
+            Kind::TaskIds => "taskIds",
+        }
+    }
+
+    fn from_field(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.field() == name)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A set of [`Kind`]s: what a filter honours, for telemetry.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Kinds(u8);
+
+impl Kinds {
+    /// True when `kind` is in the set.
+    pub fn contains(self, kind: Kind) -> bool {
+        self.0 & kind.bit() != 0
+    }
+
+    /// The kinds in the set, in declaration order.
+    pub fn iter(self) -> impl Iterator<Item = Kind> {
+        Kind::ALL
+            .into_iter()
+            .filter(move |kind| self.contains(*kind))
+    }
+
+    /// True when the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn insert(&mut self, kind: Kind) {
+        self.0 |= kind.bit();
+    }
+}
+
+impl fmt::Debug for Kinds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter().map(Kind::field)).finish()
+    }
+}
+
+/// What a listen stream registers under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Topic {
+    /// `notifications/tools/list_changed`
+    ToolsListChanged,
+    /// `notifications/prompts/list_changed`
+    PromptsListChanged,
+    /// `notifications/resources/list_changed`
+    ResourcesListChanged,
+    /// `notifications/resources/updated` for this URI.
+    Resource(String),
+    /// `notifications/tasks` for this task, keyed by its owner so the stream
+    /// hears it only while the caller owns it.
+    Task {
+        /// The task's owner: the caller of the listen.
+        owner: Principal,
+        /// The task id.
+        id: String,
+    },
+}
+
+/// The result of honouring a listen filter for one caller.
+///
+/// The layer inserts it into the request extensions of every listen it
+/// passes on.
+#[derive(Debug, Clone)]
+pub struct HonouredFilter {
+    ack: Box<RawValue>,
+    topics: Vec<Topic>,
+    kinds: Kinds,
+    subscription_id: Box<RawValue>,
+    requested_uris: usize,
+    requested_task_ids: usize,
+}
+
+impl HonouredFilter {
+    /// The `notifications` object of the acknowledgment: honoured fields
+    /// only, each with its honoured value, in request order (JSON text).
+    pub fn ack(&self) -> &RawValue {
+        &self.ack
+    }
+
+    /// What the stream registers under.
+    pub fn topics(&self) -> &[Topic] {
+        &self.topics
+    }
+
+    /// The honoured fields.
+    pub fn kinds(&self) -> Kinds {
+        self.kinds
+    }
+
+    /// The listen request's JSON-RPC id, unchanged: the subscription id.
+    pub fn subscription_id(&self) -> &RawValue {
+        &self.subscription_id
+    }
+
+    /// True when `topic` is honoured.
+    pub fn honours(&self, topic: &Topic) -> bool {
+        self.topics.contains(topic)
+    }
+
+    /// The honoured resource URIs, in request order.
+    pub fn resource_uris(&self) -> impl Iterator<Item = &str> {
+        self.topics.iter().filter_map(|topic| match topic {
+            Topic::Resource(uri) => Some(uri.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The honoured task ids, in request order.
+    pub fn task_ids(&self) -> impl Iterator<Item = &str> {
+        self.topics.iter().filter_map(|topic| match topic {
+            Topic::Task { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+    }
+
+    /// How many URIs the request listed (before deduplication).
+    pub fn requested_uris(&self) -> usize {
+        self.requested_uris
+    }
+
+    /// How many task ids the request listed (before deduplication).
+    pub fn requested_task_ids(&self) -> usize {
+        self.requested_task_ids
+    }
+}
+
+/// Why a listen filter was not honoured.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ListenError {
+    /// The params are malformed (-32602); the message says which field and why.
+    InvalidParams(String),
+    /// `taskIds` was sent without declaring the tasks extension (-32021).
+    MissingTasksCapability,
+    /// A URI the caller may not read was asked for under the
+    /// [`Refuse`](UnreadableUris::Refuse) policy (-32602, naming no URI).
+    UnreadableResource,
+}
+
+impl ListenError {
+    /// The error as JSON-RPC, with its code, message, data and HTTP status.
+    pub fn to_jsonrpc(&self) -> JsonRpcError {
+        match self {
+            Self::InvalidParams(message) => JsonRpcError::new(INVALID_PARAMS, message.clone()),
+            Self::MissingTasksCapability => JsonRpcError::new(
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "`notifications.taskIds` needs the client capability extension `io.modelcontextprotocol/tasks`",
+            )
+            .with_data(serde_json::json!({
+                "requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}
+            })),
+            Self::UnreadableResource => JsonRpcError::new(
+                INVALID_PARAMS,
+                "`notifications.resourceSubscriptions` names a resource that cannot be subscribed to",
+            ),
+        }
+    }
+
+    /// The JSON-RPC code.
+    pub fn code(&self) -> i64 {
+        self.to_jsonrpc().code()
+    }
+
+    /// The HTTP status the error is answered with.
+    pub fn status(&self) -> http::StatusCode {
+        self.to_jsonrpc().status()
+    }
+
+    /// The JSON-RPC error response for request `id`.
+    pub fn to_body(&self, id: Option<&RawValue>) -> bytes::Bytes {
+        self.to_jsonrpc().to_body(id)
+    }
+}
+
+impl fmt::Display for ListenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.to_jsonrpc(), f)
+    }
+}
+
+impl std::error::Error for ListenError {}
+
+fn invalid(message: String) -> ListenError {
+    ListenError::InvalidParams(message)
+}
+
+/// The validated, not yet authorized, fields of a filter in request order.
+enum Field<'a> {
+    Flag(Kind, bool),
+    Uris(Vec<Cow<'a, str>>),
+    TaskIds(Vec<Cow<'a, str>>),
+}
+
+/// Honours the `params` of a listen request with JSON-RPC `id` for the
+/// caller of `parts`.
+///
+/// `params` is `None` when the request had none. The capabilities honoured
+/// are the profile's modern ones, narrowed for the caller when the profile
+/// narrows per caller.
+///
+/// ```
+/// use mcp_edge::{honour, ServerProfile};
+/// use serde_json::value::RawValue;
+///
+/// # futures_lite_block_on(async {
+/// let profile = ServerProfile::builder().build().unwrap();
+/// let (parts, ()) = http::Request::new(()).into_parts();
+/// let id: &RawValue = serde_json::from_str("1").unwrap();
+/// let params: &RawValue = serde_json::from_str(
+///     r#"{"notifications": {"toolsListChanged": true, "promptsListChanged": false,
+///         "resourceSubscriptions": ["file:///a", "file:///a"]}}"#,
+/// ).unwrap();
+/// let filter = honour(&profile, &parts, id, Some(params)).await.unwrap();
+/// assert_eq!(filter.ack().get(), r#"{"toolsListChanged":true,"resourceSubscriptions":["file:///a"]}"#);
+/// # });
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+pub async fn honour(
+    profile: &ServerProfile,
+    parts: &Parts,
+    id: &RawValue,
+    params: Option<&RawValue>,
+) -> Result<HonouredFilter, ListenError> {
+    let (fields, meta) = validate(profile, params)?;
+    let caller = profile.principal(parts);
+    let narrowed;
+    let caps = if profile.narrows_per_caller() {
+        narrowed = profile.capabilities_for(caller.as_ref(), Era::Modern);
+        &narrowed
+    } else {
+        profile.capabilities(Era::Modern)
+    };
+    let tasks_on = profile.tasks_enabled() && has_tasks_extension(caps);
+
+    let requested_uris = fields
+        .iter()
+        .map(|f| if let Field::Uris(u) = f { u.len() } else { 0 })
+        .sum();
+    let requested_task_ids = fields
+        .iter()
+        .map(|f| {
+            if let Field::TaskIds(t) = f {
+                t.len()
+            } else {
+                0
+            }
+        })
+        .sum();
+
+    if tasks_on && fields.iter().any(|f| matches!(f, Field::TaskIds(_))) && !declares_tasks(meta) {
+        return Err(ListenError::MissingTasksCapability);
+    }
+
+    let mut ack = Ack::default();
+    let mut topics = Vec::new();
+    let mut kinds = Kinds::default();
+    for field in fields {
+        match field {
+            Field::Flag(kind, true) => {
+                let (capability, topic) = match kind {
+                    Kind::ToolsListChanged => ("tools", Topic::ToolsListChanged),
+                    Kind::PromptsListChanged => ("prompts", Topic::PromptsListChanged),
+                    _ => ("resources", Topic::ResourcesListChanged),
+                };
+                if flag(caps, capability, "listChanged") {
+                    ack.push(kind, &true);
+                    topics.push(topic);
+                    kinds.insert(kind);
+                }
+            }
+            Field::Flag(_, false) => {}
+            Field::Uris(uris) => {
+                if !flag(caps, "resources", "subscribe") {
+                    continue;
+                }
+                let kept = honour_uris(profile, caller.as_ref(), dedup(uris)).await?;
+                if !kept.is_empty() {
+                    ack.push(Kind::ResourceSubscriptions, &kept);
+                    topics.extend(kept.into_iter().map(Topic::Resource));
+                    kinds.insert(Kind::ResourceSubscriptions);
+                }
+            }
+            Field::TaskIds(ids) => {
+                let (Some(owner), Some(directory), true) =
+                    (&caller, profile.task_directory(), tasks_on)
+                else {
+                    continue;
+                };
+                let ids = dedup(ids);
+                let ids: Vec<&str> = ids.iter().map(|id| id.as_ref()).collect();
+                let owned = directory.owned(owner, &ids).await;
+                let kept: Vec<String> = ids
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| answer(&owned, *i))
+                    .map(|(_, id)| (*id).to_owned())
+                    .collect();
+                if !kept.is_empty() {
+                    ack.push(Kind::TaskIds, &kept);
+                    topics.extend(kept.into_iter().map(|id| Topic::Task {
+                        owner: owner.clone(),
+                        id,
+                    }));
+                    kinds.insert(Kind::TaskIds);
+                }
+            }
+        }
+    }
+
+    Ok(HonouredFilter {
+        ack: ack.finish(),
+        topics,
+        kinds,
+        subscription_id: id.to_owned(),
+        requested_uris,
+        requested_task_ids,
+    })
+}
+
+/// Steps 1 and 2: shape and types, before any hook runs.
+fn validate<'a>(
+    profile: &ServerProfile,
+    params: Option<&'a RawValue>,
+) -> Result<(Vec<Field<'a>>, Option<&'a RawValue>), ListenError> {
+    let params = params.ok_or_else(|| invalid("`params` is required".into()))?;
+    let members = json::members(params.get()).ok_or_else(|| {
+        invalid(format!(
+            "`params` must be an object, got {}",
+            json::kind(params)
+        ))
+    })?;
+    let notifications = json::unique(&members, "notifications")
+        .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
+        .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
+    let meta = json::unique(&members, "_meta")
+        .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
+    let entries = json::members(notifications.get()).ok_or_else(|| {
+        invalid(format!(
+            "`params.notifications` must be an object, got {}",
+            json::kind(notifications)
+        ))
+    })?;
+
+    let limits = profile.limits();
+    let mut seen = Kinds::default();
+    let mut fields = Vec::with_capacity(entries.len());
+    for (name, value) in entries {
+        let Some(kind) = Kind::from_field(&name) else {
+            continue;
+        };
+        if kind == Kind::TaskIds && !profile.tasks_enabled() {
+            continue;
+        }
+        if seen.contains(kind) {
+            return Err(invalid(format!(
+                "`notifications.{name}` appears more than once"
+            )));
+        }
+        seen.insert(kind);
+        fields.push(match kind {
+            Kind::ResourceSubscriptions => {
+                Field::Uris(strings(kind, value, limits.max_uris, "URIs")?)
+            }
+            Kind::TaskIds => Field::TaskIds(strings(kind, value, limits.max_task_ids, "task ids")?),
+            flag => match value.get() {
+                "true" => Field::Flag(flag, true),
+                "false" => Field::Flag(flag, false),
+                _ => {
+                    return Err(invalid(format!(
+                        "`notifications.{}` must be a boolean, got {}",
+                        flag.field(),
+                        json::kind(value)
+                    )))
+                }
+            },
+        });
+    }
+    Ok((fields, meta))
+}
+
+/// An array of at most `max` strings.
+fn strings<'a>(
+    kind: Kind,
+    value: &'a RawValue,
+    max: usize,
+    what: &str,
+) -> Result<Vec<Cow<'a, str>>, ListenError> {
+    let field = kind.field();
+    let items: Vec<&'a RawValue> = serde_json::from_str(value.get()).map_err(|_| {
+        invalid(format!(
+            "`notifications.{field}` must be an array of strings, got {}",
+            json::kind(value)
+        ))
+    })?;
+    if items.len() > max {
+        return Err(invalid(format!(
+            "`notifications.{field}` lists {} {what}; at most {max} are allowed",
+            items.len()
+        )));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            json::string(item).ok_or_else(|| {
+                invalid(format!(
+                    "`notifications.{field}` must be an array of strings, got {} at index {index}",
+                    json::kind(item)
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Keeps the first occurrence of each item, in order.
+fn dedup<'a>(items: Vec<Cow<'a, str>>) -> Vec<Cow<'a, str>> {
+    let mut seen = std::collections::HashSet::with_capacity(items.len());
+    items
+        .into_iter()
+        .filter(|item| seen.insert(item.clone()))
+        .collect()
+}
+
+/// Step 5: readable by the caller and accepted by the subscription hook.
+async fn honour_uris(
+    profile: &ServerProfile,
+    caller: Option<&Principal>,
+    uris: Vec<Cow<'_, str>>,
+) -> Result<Vec<String>, ListenError> {
+    let uris: Vec<&str> = uris.iter().map(|u| u.as_ref()).collect();
+    let readable: Vec<&str> = match profile.resource_access() {
+        None => uris,
+        Some(access) => {
+            let answers = access.readable(caller, &uris).await;
+            let readable: Vec<&str> = uris
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| answer(&answers, *i))
+                .map(|(_, u)| *u)
+                .collect();
+            if readable.len() < uris.len() && profile.unreadable_uris() == UnreadableUris::Refuse {
+                return Err(ListenError::UnreadableResource);
+            }
+            readable
+        }
+    };
+    let accepted = match profile.subscription_hook() {
+        None => readable,
+        Some(hook) => {
+            let answers = hook.accepts(&readable).await;
+            readable
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| answer(&answers, *i))
+                .map(|(_, u)| u)
+                .collect()
+        }
+    };
+    Ok(accepted.into_iter().map(str::to_owned).collect())
+}
+
+/// `caps[capability][key] == true`.
+fn flag(caps: &Map<String, Value>, capability: &str, key: &str) -> bool {
+    caps.get(capability).and_then(|c| c.get(key)) == Some(&Value::Bool(true))
+}
+
+fn has_tasks_extension(caps: &Map<String, Value>) -> bool {
+    caps.get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some()
+}
+
+/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions` has the tasks extension.
+fn declares_tasks(meta: Option<&RawValue>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Meta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
+        client_capabilities: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ClientCapabilities {
+        extensions: Option<Map<String, Value>>,
+    }
+    let Some(meta) = meta else { return false };
+    serde_json::from_str::<Meta<'_>>(meta.get())
+        .ok()
+        .and_then(|m| m.client_capabilities)
+        .and_then(|c| serde_json::from_str::<ClientCapabilities>(c.get()).ok())
+        .and_then(|c| c.extensions)
+        .is_some_and(|ext| ext.contains_key(TASKS_EXTENSION))
+}
+
+/// The acknowledgment's `notifications` object, written in request order.
+#[derive(Default)]
+struct Ack(String);
+
+impl Ack {
+    fn push(&mut self, kind: Kind, value: &impl serde::Serialize) {
+        self.0.push(if self.0.is_empty() { '{' } else { ',' });
+        self.0.push('"');
+        self.0.push_str(kind.field());
+        self.0.push_str("\":");
+        self.0
+            .push_str(&serde_json::to_string(value).expect("strings and booleans serialize"));
+    }
+
+    fn finish(mut self) -> Box<RawValue> {
+        if self.0.is_empty() {
+            self.0.push('{');
+        }
+        self.0.push('}');
+        RawValue::from_string(self.0).expect("the ack is a JSON object")
+    }
+}
+
+#[cfg(test)]
+mod tests;

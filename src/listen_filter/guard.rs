@@ -1,0 +1,202 @@
+//! The stream guard: keeps a listen response's SSE stream within the
+//! honoured filter, event by event.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::value::RawValue;
+
+use crate::event_stream::EventRule;
+use crate::filter::{HonouredFilter, Topic};
+use crate::json;
+use crate::sse::{self, Event};
+
+/// The `_meta` key that tags every message of a listen stream.
+pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+
+/// Narrows acknowledgments to the honoured ack, sends the ack first if the
+/// inner service did not, and drops notifications outside the filter.
+pub(crate) struct Guard {
+    filter: HonouredFilter,
+    acknowledged: bool,
+}
+
+/// What the guard does with one message.
+enum Verdict {
+    Keep,
+    Drop(&'static str),
+    /// An acknowledgment for this subscription, rewritten to the honoured ack.
+    Ack(Vec<u8>),
+}
+
+impl Guard {
+    pub(crate) fn new(filter: HonouredFilter) -> Self {
+        Self {
+            filter,
+            acknowledged: false,
+        }
+    }
+
+    /// The acknowledgment the inner service should have sent first.
+    fn ack_event(&self) -> Bytes {
+        let data = format!(
+            r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
+            self.filter.ack().get(),
+            self.filter.subscription_id().get()
+        );
+        let mut out = BytesMut::with_capacity(data.len() + 8);
+        sse::write_event(
+            &sse::EventFields {
+                data: &data,
+                ..Default::default()
+            },
+            &mut out,
+        );
+        out.freeze()
+    }
+
+    fn judge(&self, data: &str) -> Verdict {
+        let Some(message) = json::members(data) else {
+            return Verdict::Drop("not a JSON-RPC message");
+        };
+        let (Ok(method), Ok(params), Ok(id)) = (
+            json::unique(&message, "method"),
+            json::unique(&message, "params"),
+            json::unique(&message, "id"),
+        ) else {
+            return Verdict::Drop("ambiguous JSON-RPC message");
+        };
+        let Some(method) = method.and_then(json::string) else {
+            // A response: only the listen's own (its graceful close) belongs here.
+            return match id {
+                Some(id) if json::same_id(id, self.filter.subscription_id()) => Verdict::Keep,
+                _ => Verdict::Drop("response to another request"),
+            };
+        };
+        if id.is_some() || !method.starts_with("notifications/") {
+            // A server-to-client request (ping and the like) is not a notification.
+            return Verdict::Keep;
+        }
+        let params = params.and_then(|p| json::members(p.get()));
+        if let Some(tag) = params.as_ref().and_then(|p| subscription_tag(p)) {
+            if !json::same_id(tag, self.filter.subscription_id()) {
+                return Verdict::Drop("another subscription");
+            }
+        }
+        let field = |name: &str| {
+            params
+                .as_ref()
+                .and_then(|p| json::unique(p, name).ok().flatten())
+                .and_then(json::string)
+        };
+        let honoured = match method.as_ref() {
+            ACKNOWLEDGED => {
+                let Some(params) = params.as_ref() else {
+                    return Verdict::Drop("acknowledgment without params");
+                };
+                return match json::unique(params, "notifications") {
+                    Ok(Some(theirs)) => Verdict::Ack(json::splice(
+                        data,
+                        theirs,
+                        self.filter.ack().get().as_bytes(),
+                    )),
+                    _ => Verdict::Drop("acknowledgment without one notifications object"),
+                };
+            }
+            "notifications/tools/list_changed" => self.filter.honours(&Topic::ToolsListChanged),
+            "notifications/prompts/list_changed" => self.filter.honours(&Topic::PromptsListChanged),
+            "notifications/resources/list_changed" => {
+                self.filter.honours(&Topic::ResourcesListChanged)
+            }
+            "notifications/resources/updated" => field("uri").is_some_and(|uri| {
+                self.filter
+                    .resource_uris()
+                    .any(|honoured| covers(honoured, &uri))
+            }),
+            "notifications/tasks" => {
+                field("taskId").is_some_and(|id| self.filter.task_ids().any(|t| t == id))
+            }
+            _ => false,
+        };
+        if honoured {
+            Verdict::Keep
+        } else {
+            Verdict::Drop("outside the honoured filter")
+        }
+    }
+}
+
+/// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present.
+fn subscription_tag<'a>(params: &json::Members<'a>) -> Option<&'a RawValue> {
+    let meta = json::unique(params, "_meta").ok().flatten()?;
+    let meta = json::members(meta.get())?;
+    json::unique(&meta, SUBSCRIPTION_ID).ok().flatten()
+}
+
+/// The sub-resource rule: an honoured URI covers itself and every URI below
+/// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
+pub(crate) fn covers(honoured: &str, uri: &str) -> bool {
+    match uri.strip_prefix(honoured) {
+        Some("") => true,
+        Some(rest) => honoured.ends_with('/') || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+impl EventRule for Guard {
+    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
+        let Some(data) = event.data.as_deref() else {
+            // Comments and keep-alives carry nothing to filter.
+            out.push_back(event.raw);
+            return;
+        };
+        match self.judge(data) {
+            Verdict::Keep => {
+                if !self.acknowledged {
+                    self.acknowledged = true;
+                    out.push_back(self.ack_event());
+                }
+                out.push_back(event.raw);
+            }
+            Verdict::Ack(_) if self.acknowledged => {
+                tracing::debug!("listen stream: dropped a second acknowledgment");
+            }
+            Verdict::Ack(rewritten) => {
+                if rewritten == data.as_bytes() {
+                    out.push_back(event.raw);
+                } else {
+                    let data =
+                        String::from_utf8(rewritten).expect("a splice of UTF-8 JSON is UTF-8");
+                    let mut fields = event.fields();
+                    fields.data = &data;
+                    let mut buf = BytesMut::with_capacity(data.len() + 32);
+                    sse::write_event(&fields, &mut buf);
+                    out.push_back(buf.freeze());
+                }
+                self.acknowledged = true;
+            }
+            Verdict::Drop(reason) => {
+                tracing::debug!(reason, "listen stream: dropped a message");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_resource_rule() {
+        assert!(covers("file:///logs", "file:///logs"));
+        assert!(covers("file:///logs", "file:///logs/today"));
+        assert!(covers("file:///logs/", "file:///logs/today"));
+        assert!(!covers("file:///logs", "file:///logs2"));
+        assert!(!covers("file:///logs/today", "file:///logs"));
+        assert!(!covers(
+            "demo://users/alice",
+            "demo://users/alice-evil/notes"
+        ));
+    }
+}

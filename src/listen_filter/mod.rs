@@ -1,0 +1,73 @@
+//! Middleware that makes every listen stream carry only what its caller may see.
+//!
+//! [`ListenFilterLayer`] recognizes a `subscriptions/listen` request by the
+//! JSON-RPC `method` in its body, buffers it within the profile's body
+//! limit, and honours its `notifications` filter for the caller (see
+//! [`honour`](crate::honour)). On success it rewrites the body so that
+//! `params.notifications` is exactly the honoured ack, inserts the
+//! [`HonouredFilter`](crate::HonouredFilter) into the request extensions and
+//! calls the inner service; an inner service that ignores the extension
+//! still sees only the honoured subset. Errors are answered by the layer
+//! itself; the inner service is not called.
+//!
+//! The `Mcp-Method` header is a hint only: a request whose header and body
+//! disagree, where either is `subscriptions/listen`, is answered with
+//! -32020. Other requests pass through, read only as far as their `method`.
+//!
+//! On the listen response's SSE stream the guard (on by default) narrows
+//! the inner service's acknowledgment to the ack, sends the ack first if
+//! the inner did not, and drops notifications outside the filter. A
+//! `notifications/resources/updated` is honoured for an honoured URI and for
+//! every URI below it by path (`file:///logs` covers `file:///logs/today`,
+//! not `file:///logs2`).
+//!
+//! # Example
+//!
+//! ```
+//! use axum::{routing::post, Extension, Router};
+//! use http_body_util::BodyExt;
+//! use mcp_edge::{HonouredFilter, ListenFilterLayer, Principal, ServerProfile};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let profile = ServerProfile::builder()
+//!     .resource_access(|caller: Option<&Principal>, uris: &[&str]| {
+//!         let anonymous = caller.is_none();
+//!         std::future::ready(uris.iter().map(|uri| !anonymous || uri.starts_with("demo://public/")).collect())
+//!     })
+//!     .build()
+//!     .unwrap();
+//!
+//! // The inner handler sees the honoured filter, in the body and as an extension.
+//! let app = Router::new()
+//!     .route("/mcp", post(|Extension(filter): Extension<HonouredFilter>| async move {
+//!         filter.ack().get().to_owned()
+//!     }))
+//!     .layer(ListenFilterLayer::new(profile));
+//!
+//! let request = http::Request::post("/mcp")
+//!     .header("content-type", "application/json")
+//!     .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen",
+//!         "params":{"notifications":{"toolsListChanged":true,
+//!         "resourceSubscriptions":["demo://public/readme","demo://users/alice/notes"]}}}"#))
+//!     .unwrap();
+//! let response = app.oneshot(request).await.unwrap();
+//! let ack = response.into_body().collect().await.unwrap().to_bytes();
+//! assert_eq!(ack, r#"{"toolsListChanged":true,"resourceSubscriptions":["demo://public/readme"]}"#);
+//! # }
+//! ```
+
+mod future;
+mod guard;
+mod layer;
+mod request;
+mod service;
+
+pub use self::future::ResponseFuture;
+pub(crate) use self::guard::Guard;
+pub use self::layer::ListenFilterLayer;
+pub use self::service::ListenFilter;
+
+#[cfg(test)]
+mod tests;

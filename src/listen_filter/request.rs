@@ -1,0 +1,154 @@
+//! Reading a buffered listen request: its id and params, and the body
+//! rewritten to carry the honoured ack.
+
+use serde_json::value::RawValue;
+
+use crate::json;
+use crate::scan::Method;
+use crate::Rejection;
+
+/// A rejection with the request id to echo, when known.
+pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
+
+/// A `subscriptions/listen` request, borrowed from its body.
+pub(crate) struct ListenRequest<'a> {
+    text: &'a str,
+    pub(crate) id: &'a RawValue,
+    pub(crate) params: Option<&'a RawValue>,
+}
+
+impl<'a> ListenRequest<'a> {
+    /// Reads the body of a request the scanner classified as a listen.
+    pub(crate) fn parse(body: &'a [u8]) -> Result<Self, Refusal> {
+        let text = std::str::from_utf8(body).map_err(|_| (Rejection::Parse, None))?;
+        let members = json::members(text.trim_end()).ok_or((Rejection::Parse, None))?;
+        let id = json::unique(&members, "id").ok().flatten();
+        let refuse = |message| {
+            (
+                Rejection::InvalidRequest(message),
+                id.map(RawValue::to_owned),
+            )
+        };
+        json::unique(&members, "method")
+            .map_err(|()| refuse("the request has more than one `method`"))?;
+        let params = json::unique(&members, "params")
+            .map_err(|()| refuse("the request has more than one `params`"))?;
+        let id = match id {
+            Some(id) if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => {
+                id
+            }
+            Some(_) => {
+                return Err(refuse(
+                    "the id of a listen request must be a string or a number",
+                ))
+            }
+            None => {
+                return Err(match json::unique(&members, "id") {
+                    Err(()) => refuse("the request has more than one `id`"),
+                    Ok(_) => refuse("a listen request needs an id"),
+                })
+            }
+        };
+        Ok(Self { text, id, params })
+    }
+
+    /// The body with `params.notifications` replaced by `ack`, every other
+    /// byte kept; `None` if the params hold no single `notifications`.
+    pub(crate) fn with_ack(&self, ack: &RawValue) -> Option<Vec<u8>> {
+        let params = json::members(self.params?.get())?;
+        let notifications = json::unique(&params, "notifications").ok().flatten()?;
+        Some(json::splice(self.text, notifications, ack.get().as_bytes()))
+    }
+}
+
+/// True when a JSON-RPC batch holds a listen request (under any of its `method` keys).
+pub(crate) fn batch_has_listen(body: &[u8]) -> bool {
+    let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
+        return false;
+    };
+    items
+        .iter()
+        .filter_map(|item| json::members(item.get()))
+        .any(|members| {
+            members.iter().any(|(key, value)| {
+                key == "method"
+                    && json::string(value)
+                        .is_some_and(|m| Method::from_name(m.as_bytes()) == Method::Listen)
+            })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(body: &str) -> (Rejection, Option<String>) {
+        let (rejection, id) = ListenRequest::parse(body.as_bytes()).err().unwrap();
+        (rejection, id.map(|id| id.get().to_owned()))
+    }
+
+    #[test]
+    fn parses_id_and_params() {
+        let body = br#"{"jsonrpc":"2.0","id":"a-1","method":"subscriptions/listen","params":{"notifications":{}}}  "#;
+        let request = ListenRequest::parse(body).unwrap();
+        assert_eq!(request.id.get(), r#""a-1""#);
+        assert_eq!(request.params.unwrap().get(), r#"{"notifications":{}}"#);
+    }
+
+    #[test]
+    fn refusals_echo_the_id() {
+        assert_eq!(
+            refusal(r#"{"id":1,"method":"subscriptions/listen","params":{},"params":{}}"#),
+            (
+                Rejection::InvalidRequest("the request has more than one `params`"),
+                Some("1".into())
+            )
+        );
+        assert_eq!(
+            refusal(r#"{"id":1,"method":"subscriptions/listen","method":"x"}"#).0,
+            Rejection::InvalidRequest("the request has more than one `method`")
+        );
+        assert_eq!(
+            refusal(r#"{"method":"subscriptions/listen"}"#),
+            (
+                Rejection::InvalidRequest("a listen request needs an id"),
+                None
+            )
+        );
+        assert_eq!(
+            refusal(r#"{"id":null,"method":"subscriptions/listen"}"#).0,
+            Rejection::InvalidRequest("the id of a listen request must be a string or a number")
+        );
+        assert_eq!(
+            refusal(r#"{"id":1,"method":"subscriptions/listen","#),
+            (Rejection::Parse, None)
+        );
+        assert_eq!(
+            ListenRequest::parse(b"\xff{}").err().unwrap().0,
+            Rejection::Parse
+        );
+    }
+
+    #[test]
+    fn with_ack_keeps_every_other_byte() {
+        let body = br#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true,"x":[1]}}, "extra":true}"#;
+        let request = ListenRequest::parse(body).unwrap();
+        let ack: Box<RawValue> = serde_json::from_str(r#"{"toolsListChanged":true}"#).unwrap();
+        assert_eq!(
+            String::from_utf8(request.with_ack(&ack).unwrap()).unwrap(),
+            r#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true}}, "extra":true}"#
+        );
+    }
+
+    #[test]
+    fn batches_with_listen() {
+        assert!(batch_has_listen(
+            br#"[{"id":1,"method":"tools/list"},{"id":2,"method":"subscriptions\/listen"}]"#
+        ));
+        assert!(batch_has_listen(
+            br#"[{"id":1,"method":"tools/list","method":"subscriptions/listen"}]"#
+        ));
+        assert!(!batch_has_listen(br#"[{"id":1,"method":"tools/list"}]"#));
+        assert!(!batch_has_listen(b"[1, 2"));
+    }
+}

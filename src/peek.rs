@@ -1,0 +1,331 @@
+//! Reading a request body only as far as its top-level `method`.
+//!
+//! Both layers classify a request the same way: `POST` with a JSON content
+//! type is peeked with the [`Scanner`]; anything else is not inspected. The
+//! peeked chunks are kept as they came and replayed to the inner service
+//! through [`ReplayBody`].
+
+use std::collections::VecDeque;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{header, HeaderMap, Method as HttpMethod};
+use http_body::Body;
+
+use crate::replay::ReplayBody;
+use crate::scan::{Method, Outcome, Scanner};
+
+/// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
+const MCP_METHOD: &str = "mcp-method";
+
+/// True for requests whose body the layers look into: `POST` with a JSON
+/// content type and no content encoding the layer could not read through.
+pub(crate) fn is_inspected(method: &HttpMethod, headers: &HeaderMap) -> bool {
+    method == HttpMethod::POST && is_json(headers)
+}
+
+/// `application/json` or any `+json` type, parameters ignored.
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+        || essence
+            .rsplit_once('+')
+            .is_some_and(|(_, suffix)| suffix.eq_ignore_ascii_case("json"))
+}
+
+/// True when the body carries a content coding other than `identity`.
+pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+}
+
+/// The method the `Mcp-Method` header names, if the header is present.
+pub(crate) fn header_method(headers: &HeaderMap) -> Option<Method> {
+    headers
+        .get(MCP_METHOD)
+        .map(|value| Method::from_name(value.as_bytes()))
+}
+
+/// The declared `Content-Length`, if any.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// How a peek ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Peeked {
+    /// The scanner's answer.
+    Decided(Outcome),
+    /// The limit was reached before an answer.
+    TooLarge,
+    /// The body returned an error before an answer; it is replayed after the prefix.
+    BodyError,
+}
+
+/// Why a body could not be buffered whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BufferError {
+    /// The body is longer than the limit.
+    TooLarge,
+    /// The body returned an error.
+    BodyError,
+}
+
+/// A body being read as far as needed, with what was read kept for replay.
+pub(crate) struct Peek<B: Body> {
+    body: Option<B>,
+    chunks: VecDeque<Bytes>,
+    trailers: Option<HeaderMap>,
+    error: Option<B::Error>,
+    scanner: Scanner,
+    read: usize,
+    limit: usize,
+}
+
+impl<B> Peek<B>
+where
+    B: Body + Unpin,
+{
+    /// Starts reading `body`, never further than `limit` bytes.
+    pub(crate) fn new(body: B, limit: usize) -> Self {
+        Self {
+            body: Some(body),
+            chunks: VecDeque::new(),
+            trailers: None,
+            error: None,
+            scanner: Scanner::new(),
+            read: 0,
+            limit,
+        }
+    }
+
+    /// Reads until the top-level `method` decides the request.
+    pub(crate) fn poll_classify(&mut self, cx: &mut Context<'_>) -> Poll<Peeked> {
+        loop {
+            let scanned = self.scanner.consumed();
+            if let Some(chunk) = self.chunks.back().filter(|_| scanned < self.read) {
+                // Scan what the last read added, within the limit.
+                let fresh = &chunk[chunk.len() - (self.read - scanned)..];
+                let allowed = fresh.len().min(self.limit.saturating_sub(scanned));
+                if let Some(outcome) = self.scanner.feed(&fresh[..allowed]) {
+                    return Poll::Ready(Peeked::Decided(outcome));
+                }
+            }
+            if self.scanner.consumed() >= self.limit {
+                return Poll::Ready(Peeked::TooLarge);
+            }
+            if !ready!(self.poll_chunk(cx)) {
+                if self.error.is_some() {
+                    return Poll::Ready(Peeked::BodyError);
+                }
+                return Poll::Ready(Peeked::Decided(self.scanner.finish()));
+            }
+        }
+    }
+
+    /// Reads the rest of the body into memory, at most `limit` bytes in all.
+    pub(crate) fn poll_buffer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BufferError>> {
+        loop {
+            if self.read > self.limit {
+                return Poll::Ready(Err(BufferError::TooLarge));
+            }
+            if !ready!(self.poll_chunk(cx)) {
+                return Poll::Ready(match self.error {
+                    Some(_) => Err(BufferError::BodyError),
+                    None => Ok(()),
+                });
+            }
+        }
+    }
+
+    /// Reads one data frame; `false` once the body ended or failed.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        while let Some(body) = self.body.as_mut() {
+            match ready!(std::pin::Pin::new(&mut *body).poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(mut data) => {
+                        let chunk = data.copy_to_bytes(data.remaining());
+                        if chunk.is_empty() {
+                            continue;
+                        }
+                        self.read += chunk.len();
+                        self.chunks.push_back(chunk);
+                        return Poll::Ready(true);
+                    }
+                    Err(frame) => {
+                        self.trailers = frame.into_trailers().ok();
+                        self.body = None;
+                    }
+                },
+                Some(Err(error)) => {
+                    self.error = Some(error);
+                    self.body = None;
+                }
+                None => self.body = None,
+            }
+        }
+        Poll::Ready(false)
+    }
+
+    /// Bytes read so far.
+    #[cfg(test)]
+    pub(crate) fn read(&self) -> usize {
+        self.read
+    }
+
+    /// Everything read, as one buffer (no copy when it is one chunk).
+    pub(crate) fn buffered(&self) -> Bytes {
+        match self.chunks.len() {
+            0 => Bytes::new(),
+            1 => self.chunks[0].clone(),
+            _ => {
+                let mut all = BytesMut::with_capacity(self.read);
+                for chunk in &self.chunks {
+                    all.extend_from_slice(chunk);
+                }
+                all.freeze()
+            }
+        }
+    }
+
+    /// The body to hand on: what was read, then the rest.
+    pub(crate) fn into_replay(self) -> ReplayBody<B> {
+        ReplayBody::replay(self.chunks, self.body, self.trailers, self.error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body::Frame;
+    use http_body_util::{BodyExt, StreamBody};
+    use std::future::poll_fn;
+
+    fn chunks(parts: &[&[u8]]) -> impl Body<Data = Bytes, Error = std::io::Error> + Unpin {
+        let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = parts
+            .iter()
+            .map(|p| Ok(Frame::data(Bytes::copy_from_slice(p))))
+            .collect();
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[test]
+    fn json_content_types() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_json(&headers));
+        for (value, json) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            ("application/vnd.api+json", true),
+            ("text/plain", false),
+            ("application/jsonx", false),
+        ] {
+            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
+            assert_eq!(is_json(&headers), json, "{value}");
+        }
+        assert!(is_inspected(&HttpMethod::POST, &headers) == is_json(&headers));
+        assert!(!is_inspected(&HttpMethod::GET, &headers));
+    }
+
+    #[test]
+    fn headers() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(header_method(&headers), None);
+        headers.insert("Mcp-Method", "subscriptions/listen".parse().unwrap());
+        assert_eq!(header_method(&headers), Some(Method::Listen));
+        headers.insert(header::CONTENT_LENGTH, "12".parse().unwrap());
+        assert_eq!(content_length(&headers), Some(12));
+        assert!(!is_encoded(&headers));
+        headers.insert(header::CONTENT_ENCODING, "gzip".parse().unwrap());
+        assert!(is_encoded(&headers));
+    }
+
+    #[tokio::test]
+    async fn classifies_across_chunks_and_replays_everything() {
+        let body = chunks(&[
+            b"{\"id\":1,\"meth",
+            b"od\":\"tools/",
+            b"call\",\"params\":{}}",
+            b"  ",
+        ]);
+        let mut peek = Peek::new(body, 1024);
+        let peeked = poll_fn(|cx| peek.poll_classify(cx)).await;
+        assert_eq!(peeked, Peeked::Decided(Outcome::Method(Method::Other)));
+        // Other is decided at the end of its value: the last chunks were not read.
+        assert_eq!(peek.read(), 42);
+        let all = peek.into_replay().collect().await.unwrap().to_bytes();
+        assert_eq!(
+            &all[..],
+            b"{\"id\":1,\"method\":\"tools/call\",\"params\":{}}  "
+        );
+    }
+
+    #[tokio::test]
+    async fn limit_stops_the_scan() {
+        let body = chunks(&[b"{\"params\":\"", &[b'x'; 100], b"\",\"method\":\"x\"}"]);
+        let mut peek = Peek::new(body, 50);
+        assert_eq!(poll_fn(|cx| peek.poll_classify(cx)).await, Peeked::TooLarge);
+        let all = peek.into_replay().collect().await.unwrap().to_bytes();
+        assert_eq!(all.len(), 11 + 100 + 15);
+    }
+
+    #[tokio::test]
+    async fn buffer_reads_to_the_end_within_the_limit() {
+        let mut peek = Peek::new(
+            chunks(&[b"{\"method\":", b"\"subscriptions/listen\"}"]),
+            100,
+        );
+        assert_eq!(
+            poll_fn(|cx| peek.poll_classify(cx)).await,
+            Peeked::Decided(Outcome::Method(Method::Listen))
+        );
+        assert_eq!(poll_fn(|cx| peek.poll_buffer(cx)).await, Ok(()));
+        assert_eq!(
+            &peek.buffered()[..],
+            b"{\"method\":\"subscriptions/listen\"}"
+        );
+
+        let mut peek = Peek::new(
+            chunks(&[b"{\"method\":\"subscriptions/listen\"}", b"   "]),
+            34,
+        );
+        assert!(matches!(
+            poll_fn(|cx| peek.poll_classify(cx)).await,
+            Peeked::Decided(_)
+        ));
+        assert_eq!(
+            poll_fn(|cx| peek.poll_buffer(cx)).await,
+            Err(BufferError::TooLarge)
+        );
+    }
+
+    #[tokio::test]
+    async fn body_errors_are_kept_for_replay() {
+        let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"{\"a\":"))),
+            Err(std::io::Error::other("reset")),
+        ];
+        let mut peek = Peek::new(StreamBody::new(futures_util::stream::iter(frames)), 100);
+        assert_eq!(
+            poll_fn(|cx| peek.poll_classify(cx)).await,
+            Peeked::BodyError
+        );
+        let mut replay = peek.into_replay();
+        assert_eq!(
+            replay.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "{\"a\":"
+        );
+        assert!(replay.frame().await.unwrap().is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! [`Rejection`]: why a layer answered a request itself.
+
+use std::fmt;
+
+use http::{Response, StatusCode};
+use http_body::Body;
+use serde_json::value::RawValue;
+
+use crate::body::ResponseBody;
+use crate::filter::ListenError;
+use crate::jsonrpc::{JsonRpcError, HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR};
+
+/// Why a layer answered a request itself instead of calling the inner service.
+///
+/// The layer's JSON-RPC error response carries it in its extensions, so an
+/// outer layer can tell the reasons apart.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The `Mcp-Method` header and the body's `method` disagree (-32020, 400).
+    HeaderMismatch,
+    /// The body of a listen request is not JSON (-32700, 400).
+    Parse,
+    /// The request is not a valid listen request (-32600, 400); the message says why.
+    InvalidRequest(&'static str),
+    /// The body is longer than the listen body limit (413).
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body could not be read to its end (-32600, 400).
+    BodyUnreadable,
+    /// Content codings cannot be read through (415).
+    Encoded,
+    /// The listen filter was not honoured.
+    Listen(ListenError),
+}
+
+impl Rejection {
+    /// The JSON-RPC error this rejection is answered with, and its status.
+    pub fn to_jsonrpc(&self) -> JsonRpcError {
+        match self {
+            Self::HeaderMismatch => JsonRpcError::new(
+                HEADER_MISMATCH,
+                "the `Mcp-Method` header does not match the body's `method`",
+            ),
+            Self::Parse => JsonRpcError::new(PARSE_ERROR, "the request body is not valid JSON"),
+            Self::InvalidRequest(message) => JsonRpcError::new(INVALID_REQUEST, *message),
+            Self::BodyTooLarge { limit } => JsonRpcError::new(
+                INVALID_REQUEST,
+                format!("the request body is longer than {limit} bytes"),
+            )
+            .with_status(StatusCode::PAYLOAD_TOO_LARGE),
+            Self::BodyUnreadable => {
+                JsonRpcError::new(INVALID_REQUEST, "the request body could not be read")
+            }
+            Self::Encoded => JsonRpcError::new(
+                INVALID_REQUEST,
+                "a compressed request body cannot be inspected; decompress it before this layer",
+            )
+            .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
+            Self::Listen(error) => error.to_jsonrpc(),
+        }
+    }
+
+    /// The response: the JSON-RPC error for `id`, with `self` in its extensions.
+    pub(crate) fn into_response<B: Body>(self, id: Option<&RawValue>) -> Response<ResponseBody<B>> {
+        let mut response = self.to_jsonrpc().to_response(id);
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.to_jsonrpc(), f)
+    }
+}
+
+impl std::error::Error for Rejection {}

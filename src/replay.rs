@@ -1,0 +1,271 @@
+//! [`ReplayBody`]: the request body the inner service sees.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+pin_project! {
+    /// Request body handed to the inner service by the mcp-edge layers.
+    ///
+    /// It is the original body, the bytes a layer peeked at followed by the
+    /// rest of the original body, or a body the layer rewrote. Peeked bytes
+    /// are the original chunks, not copies.
+    pub struct ReplayBody<B>
+    where
+        B: Body,
+    {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B>
+    where
+        B: Body,
+    {
+        PassThrough {
+            #[pin]
+            body: B,
+        },
+        Replay {
+            prefix: VecDeque<Bytes>,
+            // Trailers read while peeking, when the body ended inside the peek.
+            trailers: Option<HeaderMap>,
+            // An error the body returned while being peeked, yielded after the prefix.
+            error: Option<<B as Body>::Error>,
+            // `None` once the original body ended inside the peek.
+            #[pin]
+            rest: Option<B>,
+        },
+        Full {
+            data: Option<Bytes>,
+        },
+    }
+}
+
+impl<B: Body> ReplayBody<B> {
+    /// The original body, untouched.
+    pub(crate) fn pass_through(body: B) -> Self {
+        Self {
+            kind: Kind::PassThrough { body },
+        }
+    }
+
+    /// The peeked chunks, then whatever the original body still holds.
+    pub(crate) fn replay(
+        prefix: VecDeque<Bytes>,
+        rest: Option<B>,
+        trailers: Option<HeaderMap>,
+        error: Option<B::Error>,
+    ) -> Self {
+        Self {
+            kind: Kind::Replay {
+                prefix,
+                trailers,
+                error,
+                rest,
+            },
+        }
+    }
+
+    /// A body the layer built in full.
+    pub(crate) fn full(data: Bytes) -> Self {
+        Self {
+            kind: Kind::Full {
+                data: (!data.is_empty()).then_some(data),
+            },
+        }
+    }
+}
+
+fn to_bytes<D: Buf>(mut data: D) -> Bytes {
+    data.copy_to_bytes(data.remaining())
+}
+
+impl<B: Body> Body for ReplayBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project().kind.project() {
+            KindProj::PassThrough { body } => body
+                .poll_frame(cx)
+                .map(|frame| frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes)))),
+            KindProj::Replay {
+                prefix,
+                trailers,
+                error,
+                rest,
+            } => {
+                if let Some(chunk) = prefix.pop_front() {
+                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                if let Some(error) = error.take() {
+                    return Poll::Ready(Some(Err(error)));
+                }
+                if let Some(trailers) = trailers.take() {
+                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                }
+                match rest.as_pin_mut() {
+                    Some(body) => body.poll_frame(cx).map(|frame| {
+                        frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes)))
+                    }),
+                    None => Poll::Ready(None),
+                }
+            }
+            KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::PassThrough { body } => body.is_end_stream(),
+            Kind::Replay {
+                prefix,
+                trailers,
+                error,
+                rest,
+            } => {
+                prefix.is_empty()
+                    && trailers.is_none()
+                    && error.is_none()
+                    && rest.as_ref().is_none_or(Body::is_end_stream)
+            }
+            Kind::Full { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::PassThrough { body } => body.size_hint(),
+            Kind::Replay { prefix, rest, .. } => {
+                let buffered: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
+                let rest = rest
+                    .as_ref()
+                    .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
+                let mut hint = SizeHint::new();
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper + buffered);
+                }
+                hint.set_lower(rest.lower() + buffered);
+                hint
+            }
+            Kind::Full { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B: Body> fmt::Debug for ReplayBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::PassThrough { .. } => "PassThrough",
+            Kind::Replay { .. } => "Replay",
+            Kind::Full { .. } => "Full",
+        };
+        f.debug_struct("ReplayBody")
+            .field("kind", &kind)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Full, StreamBody};
+
+    type Chunks = StreamBody<
+        futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::io::Error>>>,
+    >;
+
+    fn stream(frames: Vec<Result<Frame<Bytes>, std::io::Error>>) -> Chunks {
+        StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn replay_yields_prefix_then_rest_and_trailers() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-t", "1".parse().unwrap());
+        let rest = stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"cd"))),
+            Ok(Frame::trailers(trailers.clone())),
+        ]);
+        let prefix = VecDeque::from([Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        let collected = ReplayBody::replay(prefix, Some(rest), None, None)
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(collected.trailers(), Some(&trailers));
+        assert_eq!(&collected.to_bytes()[..], b"abcd");
+    }
+
+    #[tokio::test]
+    async fn replay_after_end_keeps_trailers_and_errors() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-t", "2".parse().unwrap());
+        let body = ReplayBody::<Chunks>::replay(
+            VecDeque::from([Bytes::from_static(b"x")]),
+            None,
+            Some(trailers.clone()),
+            None,
+        );
+        let collected = body.collect().await.unwrap();
+        assert_eq!(collected.trailers(), Some(&trailers));
+
+        let error = std::io::Error::other("broken");
+        let mut body = ReplayBody::<Chunks>::replay(
+            VecDeque::from([Bytes::from_static(b"x")]),
+            None,
+            None,
+            Some(error),
+        );
+        assert_eq!(
+            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "x"
+        );
+        assert!(body.frame().await.unwrap().is_err());
+    }
+
+    #[test]
+    fn size_hint_and_end_stream_are_exact() {
+        let full = ReplayBody::<Full<Bytes>>::full(Bytes::from_static(b"abc"));
+        assert_eq!(full.size_hint().exact(), Some(3));
+        assert!(!full.is_end_stream());
+        assert!(ReplayBody::<Full<Bytes>>::full(Bytes::new()).is_end_stream());
+
+        let rest = Full::new(Bytes::from_static(b"12345"));
+        let replay = ReplayBody::replay(
+            VecDeque::from([Bytes::from_static(b"ab")]),
+            Some(rest),
+            None,
+            None,
+        );
+        assert_eq!(replay.size_hint().exact(), Some(7));
+        assert!(!replay.is_end_stream());
+
+        let done = ReplayBody::<Full<Bytes>>::replay(VecDeque::new(), None, None, None);
+        assert!(done.is_end_stream());
+        assert_eq!(done.size_hint().exact(), Some(0));
+
+        let through = ReplayBody::pass_through(Full::new(Bytes::from_static(b"xy")));
+        assert_eq!(through.size_hint().exact(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn pass_through_is_untouched() {
+        let body = ReplayBody::pass_through(Full::new(Bytes::from_static(b"hello")));
+        assert_eq!(&body.collect().await.unwrap().to_bytes()[..], b"hello");
+    }
+}
