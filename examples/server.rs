@@ -5,8 +5,9 @@
 //! cargo run --example server -- [--addr HOST:PORT] [--bare]
 //! ```
 //!
-//! It serves `http://127.0.0.1:8080/mcp` (protocol 2026-07-28, stateless).
-//! The stack, outermost first:
+//! It serves `http://127.0.0.1:8080/mcp`: protocol 2026-07-28 statelessly,
+//! and the legacy era (2025-11-25, `initialize`) in rmcp sessions. The stack,
+//! outermost first:
 //!
 //! 1. DNS-rebinding protection: `Host` and `Origin` must name this server on
 //!    a loopback name, or 403 (`edge.rs`).
@@ -23,8 +24,11 @@
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
-//! Resources, tasks and the three mcp-edge hooks all read one [`Store`]
-//! (`store.rs`). Logs go through `RUST_LOG` (default `info`).
+//! The router is assembled in `app.rs`, so `tests/reference_server.rs` can
+//! serve the same stack in-process. Resources, tasks and the three mcp-edge
+//! hooks all read one store (`store.rs`). `GET /debug/streams` (loopback
+//! peers only) counts the open listen streams. Logs go through `RUST_LOG`
+//! (default `info`).
 //!
 //! Try it:
 //!
@@ -42,6 +46,8 @@
 
 // The modules live in `examples/server/` (an example's root resolves `mod`
 // beside itself, hence the paths).
+#[path = "server/app.rs"]
+mod app;
 #[path = "server/bus.rs"]
 mod bus;
 #[path = "server/edge.rs"]
@@ -56,27 +62,14 @@ mod listen;
 mod store;
 
 use std::error::Error;
-use std::future::{ready, IntoFuture};
-use std::sync::Arc;
+use std::future::IntoFuture;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::middleware::{from_fn, from_fn_with_state};
 use axum::serve::ListenerExt;
-use axum::Router;
-use mcp_edge::{Era, Principal, ServerProfile};
-use rmcp::model::ServerCapabilities;
-use rmcp::transport::StreamableHttpServerConfig;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-use crate::bus::Bus;
-use crate::endpoint::{McpEndpoint, RmcpService};
-use crate::handler::Demo;
-use crate::listen::ListenEndpoint;
-use crate::store::Store;
-
-/// Keep-alive comment interval on idle listen streams.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long shutdown waits for open connections to finish.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -110,40 +103,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// What the server offers. The hooks read the same store as the handler.
-fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
-    let (access, subscriptions, directory) = (store.clone(), store.clone(), store.clone());
-    ServerProfile::builder()
-        .base_capabilities(serde_json::json!({
-            "tools": { "listChanged": false },
-            "resources": { "listChanged": false },
-        }))
-        .resource_access(move |caller: Option<&Principal>, uris: &[&str]| {
-            ready(
-                uris.iter()
-                    .map(|uri| access.may_read(caller, uri))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .subscription_hook(move |uris: &[&str]| {
-            ready(
-                uris.iter()
-                    .map(|uri| subscriptions.accepts_subscription(uri))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .task_directory(move |owner: &Principal, ids: &[&str]| {
-            ready(
-                ids.iter()
-                    .map(|id| directory.owns_task(owner, id))
-                    .collect::<Vec<_>>(),
-            )
-        })
-        .completions(false)
-        .legacy_logging(false)
-        .build()
-}
-
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -175,36 +134,13 @@ async fn main() -> Result<(), Box<dyn Error>> {
         )
         .init();
 
-    let store = Store::demo();
-    let bus = Bus::new();
-    let profile = profile(&store)?;
-    // rmcp advertises (and enforces, e.g. for tasks/*) the same modern
-    // capabilities the profile computes, so bare mode tells the same story.
-    let capabilities: ServerCapabilities =
-        serde_json::from_value(profile.capabilities(Era::Modern).clone().into())?;
-
     let listener = TcpListener::bind(&args.addr).await?;
     let local = listener.local_addr()?;
-
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_sse_keep_alive(Some(KEEP_ALIVE));
-    let rmcp_shutdown = config.cancellation_token.clone();
-    let demo = Demo::new(store, bus.clone(), capabilities);
-    let rmcp = RmcpService::new(move || Ok(demo.clone()), Arc::default(), config);
-    let endpoint = McpEndpoint::new(rmcp, ListenEndpoint::new(bus.clone(), KEEP_ALIVE));
-
-    let routes = if args.bare {
-        Router::new().route_service("/mcp", endpoint)
-    } else {
-        // TEMP until the layers land in src/.
-        let _ = profile;
-        return Err("layered mode needs CapabilitiesLayer/ListenFilterLayer".into());
-    };
-    // `layer` wraps what is already there: the last one added runs first.
-    let app = routes
-        .layer(from_fn(edge::bearer_auth))
-        .layer(from_fn_with_state(local.port(), edge::loopback_only));
+    let app::App {
+        router,
+        bus,
+        stop_rmcp,
+    } = app::build(local.port(), args.bare)?;
 
     let listener = listener.tap_io(|tcp| {
         // Listen streams carry small, latency-sensitive events.
@@ -230,7 +166,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
             let _ = signalled.send(());
         }
     };
-    let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    let server = axum::serve(listener, service).with_graceful_shutdown(shutdown);
     let mut server = tokio::spawn(server.into_future());
     let drained = tokio::select! {
         result = &mut server => Some(result),
@@ -246,7 +183,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             server.abort();
         }
     }
-    rmcp_shutdown.cancel();
+    stop_rmcp();
     tracing::info!(open_streams = bus.streams(), "stopped");
     Ok(())
 }

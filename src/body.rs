@@ -5,14 +5,15 @@ use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::capabilities::ResultRewrite;
 use crate::event_stream::{EventRule, EventStream};
 use crate::listen_filter::Guard;
-use crate::replay::ReplayBody;
+use crate::replay::{poll_bytes, ReplayBody};
 use crate::sse::Event;
 
 pin_project! {
@@ -46,6 +47,7 @@ pin_project! {
         },
         Full {
             data: Option<Bytes>,
+            trailers: Option<HeaderMap>,
         },
         Events {
             #[pin]
@@ -90,9 +92,14 @@ impl<B: Body> ResponseBody<B> {
     }
 
     pub(crate) fn full(data: Bytes) -> Self {
+        Self::full_with_trailers(data, None)
+    }
+
+    pub(crate) fn full_with_trailers(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         Self {
             kind: Kind::Full {
                 data: (!data.is_empty()).then_some(data),
+                trailers,
             },
         }
     }
@@ -103,6 +110,14 @@ impl<B: Body> ResponseBody<B> {
                 body: EventStream::new(body, rule),
             },
         }
+    }
+}
+
+/// An empty body, for layers such as tower-http's auth and timeout that
+/// answer with a default body.
+impl<B: Body> Default for ResponseBody<B> {
+    fn default() -> Self {
+        Self::full(Bytes::new())
     }
 }
 
@@ -121,13 +136,14 @@ impl<B: Body> Body for ResponseBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
-            KindProj::PassThrough { body } => body.poll_frame(cx).map(|frame| {
-                frame.map(|frame| {
-                    frame.map(|frame| frame.map_data(|mut d| d.copy_to_bytes(d.remaining())))
-                })
-            }),
+            KindProj::PassThrough { body } => poll_bytes(body, cx),
             KindProj::Replay { body } => body.poll_frame(cx),
-            KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
+            KindProj::Full { data, trailers } => Poll::Ready(
+                data.take()
+                    .map(Frame::data)
+                    .or_else(|| trailers.take().map(Frame::trailers))
+                    .map(Ok),
+            ),
             KindProj::Events { body } => body.poll_frame(cx),
         }
     }
@@ -136,7 +152,7 @@ impl<B: Body> Body for ResponseBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.is_end_stream(),
             Kind::Replay { body } => body.is_end_stream(),
-            Kind::Full { data } => data.is_none(),
+            Kind::Full { data, trailers } => data.is_none() && trailers.is_none(),
             Kind::Events { body } => body.is_end_stream(),
         }
     }
@@ -145,7 +161,7 @@ impl<B: Body> Body for ResponseBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.size_hint(),
             Kind::Replay { body } => body.size_hint(),
-            Kind::Full { data } => {
+            Kind::Full { data, .. } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             Kind::Events { .. } => SizeHint::default(),

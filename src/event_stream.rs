@@ -6,11 +6,12 @@ use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
+use crate::replay::poll_bytes;
 use crate::sse::{Event, Parser};
 
 /// What a layer does with the events of a stream.
@@ -75,10 +76,9 @@ where
             if *this.ended {
                 return Poll::Ready(None);
             }
-            match ready!(this.body.as_mut().poll_frame(cx)) {
+            match ready!(poll_bytes(this.body.as_mut(), cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(mut data) => {
-                        let chunk = data.copy_to_bytes(data.remaining());
+                    Ok(chunk) => {
                         if *this.raw {
                             if !chunk.is_empty() {
                                 return Poll::Ready(Some(Ok(Frame::data(chunk))));

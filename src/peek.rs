@@ -8,11 +8,11 @@
 use std::collections::VecDeque;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::{header, HeaderMap, Method as HttpMethod};
 use http_body::Body;
 
-use crate::replay::ReplayBody;
+use crate::replay::{to_bytes, ReplayBody};
 use crate::scan::{Method, Outcome, Scanner};
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
@@ -24,15 +24,22 @@ pub(crate) fn is_inspected(method: &HttpMethod, headers: &HeaderMap) -> bool {
     method == HttpMethod::POST && is_json(headers)
 }
 
+/// The media type of the `Content-Type` header, parameters dropped.
+fn essence(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(value.split(';').next().unwrap_or("").trim())
+}
+
+/// `text/event-stream`, parameters ignored.
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    essence(headers).is_some_and(|e| e.eq_ignore_ascii_case("text/event-stream"))
+}
+
 /// `application/json` or any `+json` type, parameters ignored.
 pub(crate) fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(essence) = essence(headers) else {
         return false;
     };
-    let essence = value.split(';').next().unwrap_or("").trim();
     essence.eq_ignore_ascii_case("application/json")
         || essence
             .rsplit_once('+')
@@ -67,8 +74,8 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
 pub(crate) enum Peeked {
     /// The scanner's answer.
     Decided(Outcome),
-    /// The limit was reached before an answer.
-    TooLarge,
+    /// The limit was passed before an answer; the first method, if it was read.
+    TooLarge(Option<Method>),
     /// The body returned an error before an answer; it is replayed after the prefix.
     BodyError,
 }
@@ -97,14 +104,27 @@ impl<B> Peek<B>
 where
     B: Body + Unpin,
 {
-    /// Starts reading `body`, never further than `limit` bytes.
+    /// Starts reading `body`: the scan stops at the first `method` unless
+    /// it is an intercepted one, and never goes past `limit` bytes.
     pub(crate) fn new(body: B, limit: usize) -> Self {
+        Self::with_scanner(body, limit, Scanner::new())
+    }
+
+    /// Like [`Peek::new`], but a body with another method keeps being
+    /// scanned as it is replayed, and is cut short at a second top-level
+    /// `method`: a parser that keeps the last of duplicate keys must never
+    /// see a request other than the one classified.
+    pub(crate) fn watching(body: B, limit: usize) -> Self {
+        Self::with_scanner(body, limit, Scanner::whole())
+    }
+
+    fn with_scanner(body: B, limit: usize, scanner: Scanner) -> Self {
         Self {
             body: Some(body),
             chunks: VecDeque::new(),
             trailers: None,
             error: None,
-            scanner: Scanner::new(),
+            scanner,
             read: 0,
             limit,
         }
@@ -115,15 +135,17 @@ where
         loop {
             let scanned = self.scanner.consumed();
             if let Some(chunk) = self.chunks.back().filter(|_| scanned < self.read) {
-                // Scan what the last read added, within the limit.
+                // What the last read added; the chunk is in memory already.
                 let fresh = &chunk[chunk.len() - (self.read - scanned)..];
-                let allowed = fresh.len().min(self.limit.saturating_sub(scanned));
-                if let Some(outcome) = self.scanner.feed(&fresh[..allowed]) {
+                if let Some(outcome) = self.scanner.feed(fresh) {
                     return Poll::Ready(Peeked::Decided(outcome));
                 }
+                if self.scanner.method() == Some(Method::Other) {
+                    return Poll::Ready(Peeked::Decided(Outcome::Method(Method::Other)));
+                }
             }
-            if self.scanner.consumed() >= self.limit {
-                return Poll::Ready(Peeked::TooLarge);
+            if self.read > self.limit {
+                return Poll::Ready(Peeked::TooLarge(self.scanner.method()));
             }
             if !ready!(self.poll_chunk(cx)) {
                 if self.error.is_some() {
@@ -154,8 +176,8 @@ where
         while let Some(body) = self.body.as_mut() {
             match ready!(std::pin::Pin::new(&mut *body).poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(mut data) => {
-                        let chunk = data.copy_to_bytes(data.remaining());
+                    Ok(data) => {
+                        let chunk = to_bytes(data);
                         if chunk.is_empty() {
                             continue;
                         }
@@ -201,7 +223,15 @@ where
 
     /// The body to hand on: what was read, then the rest.
     pub(crate) fn into_replay(self) -> ReplayBody<B> {
-        ReplayBody::replay(self.chunks, self.body, self.trailers, self.error)
+        // Only a watching scan is left undecided after its first method.
+        let watch = (self.scanner.method().is_some() && self.scanner.decided().is_none())
+            .then_some(self.scanner);
+        ReplayBody::replay(self.chunks, self.body, self.trailers, self.error, watch)
+    }
+
+    /// The trailers, if the body ended with some while being read.
+    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
+        self.trailers.take()
     }
 }
 
@@ -275,7 +305,10 @@ mod tests {
     async fn limit_stops_the_scan() {
         let body = chunks(&[b"{\"params\":\"", &[b'x'; 100], b"\",\"method\":\"x\"}"]);
         let mut peek = Peek::new(body, 50);
-        assert_eq!(poll_fn(|cx| peek.poll_classify(cx)).await, Peeked::TooLarge);
+        assert_eq!(
+            poll_fn(|cx| peek.poll_classify(cx)).await,
+            Peeked::TooLarge(None)
+        );
         let all = peek.into_replay().collect().await.unwrap().to_bytes();
         assert_eq!(all.len(), 11 + 100 + 15);
     }

@@ -3,12 +3,14 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+
+use crate::scan::{Outcome, Scanner};
 
 pin_project! {
     /// Request body handed to the inner service by the mcp-edge layers.
@@ -41,7 +43,9 @@ pin_project! {
             trailers: Option<HeaderMap>,
             // An error the body returned while being peeked, yielded after the prefix.
             error: Option<<B as Body>::Error>,
-            // `None` once the original body ended inside the peek.
+            // Scans the rest for a second top-level `method` (see `Peek::watching`).
+            watch: Option<Scanner>,
+            // `None` once the original body ended inside the peek, or was cut short.
             #[pin]
             rest: Option<B>,
         },
@@ -65,12 +69,14 @@ impl<B: Body> ReplayBody<B> {
         rest: Option<B>,
         trailers: Option<HeaderMap>,
         error: Option<B::Error>,
+        watch: Option<Scanner>,
     ) -> Self {
         Self {
             kind: Kind::Replay {
                 prefix,
                 trailers,
                 error,
+                watch,
                 rest,
             },
         }
@@ -86,8 +92,18 @@ impl<B: Body> ReplayBody<B> {
     }
 }
 
-fn to_bytes<D: Buf>(mut data: D) -> Bytes {
+/// A chunk as `Bytes`: no copy when it already is one.
+pub(crate) fn to_bytes<D: Buf>(mut data: D) -> Bytes {
     data.copy_to_bytes(data.remaining())
+}
+
+/// Polls `body` for its next frame, with the data as `Bytes`.
+pub(crate) fn poll_bytes<B: Body>(
+    body: Pin<&mut B>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    body.poll_frame(cx)
+        .map(|frame| frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes))))
 }
 
 impl<B: Body> Body for ReplayBody<B> {
@@ -99,14 +115,13 @@ impl<B: Body> Body for ReplayBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
-            KindProj::PassThrough { body } => body
-                .poll_frame(cx)
-                .map(|frame| frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes)))),
+            KindProj::PassThrough { body } => poll_bytes(body, cx),
             KindProj::Replay {
                 prefix,
                 trailers,
                 error,
-                rest,
+                watch,
+                mut rest,
             } => {
                 if let Some(chunk) = prefix.pop_front() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
@@ -117,12 +132,29 @@ impl<B: Body> Body for ReplayBody<B> {
                 if let Some(trailers) = trailers.take() {
                     return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
                 }
-                match rest.as_pin_mut() {
-                    Some(body) => body.poll_frame(cx).map(|frame| {
-                        frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes)))
-                    }),
-                    None => Poll::Ready(None),
+                let Some(body) = rest.as_mut().as_pin_mut() else {
+                    return Poll::Ready(None);
+                };
+                let frame = ready!(poll_bytes(body, cx));
+                let data = match &frame {
+                    Some(Ok(frame)) => frame.data_ref(),
+                    _ => None,
+                };
+                if let (Some(scanner), Some(data)) = (watch.as_mut(), data) {
+                    match scanner.feed(data) {
+                        Some(Outcome::DuplicateMethod) => {
+                            tracing::debug!(
+                                "request body has a second top-level `method`; cut short"
+                            );
+                            rest.set(None);
+                            *watch = None;
+                            return Poll::Ready(None);
+                        }
+                        Some(_) => *watch = None,
+                        None => {}
+                    }
                 }
+                Poll::Ready(frame)
             }
             KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
         }
@@ -136,6 +168,7 @@ impl<B: Body> Body for ReplayBody<B> {
                 trailers,
                 error,
                 rest,
+                ..
             } => {
                 prefix.is_empty()
                     && trailers.is_none()
@@ -203,7 +236,7 @@ mod tests {
             Ok(Frame::trailers(trailers.clone())),
         ]);
         let prefix = VecDeque::from([Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
-        let collected = ReplayBody::replay(prefix, Some(rest), None, None)
+        let collected = ReplayBody::replay(prefix, Some(rest), None, None, None)
             .collect()
             .await
             .unwrap();
@@ -220,6 +253,7 @@ mod tests {
             None,
             Some(trailers.clone()),
             None,
+            None,
         );
         let collected = body.collect().await.unwrap();
         assert_eq!(collected.trailers(), Some(&trailers));
@@ -230,12 +264,29 @@ mod tests {
             None,
             None,
             Some(error),
+            None,
         );
         assert_eq!(
             body.frame().await.unwrap().unwrap().into_data().unwrap(),
             "x"
         );
         assert!(body.frame().await.unwrap().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_second_method_cuts_the_replay_short() {
+        let mut scanner = Scanner::whole();
+        assert_eq!(scanner.feed(br#"{"method":"tools/call","#), None);
+        let rest = stream(vec![
+            Ok(Frame::data(Bytes::from_static(b"\"params\":{},"))),
+            Ok(Frame::data(Bytes::from_static(
+                b"\"method\":\"subscriptions/listen\"}",
+            ))),
+        ]);
+        let prefix = VecDeque::from([Bytes::from_static(br#"{"method":"tools/call","#)]);
+        let body = ReplayBody::replay(prefix, Some(rest), None, None, Some(scanner));
+        let all = body.collect().await.unwrap().to_bytes();
+        assert_eq!(&all[..], br#"{"method":"tools/call","params":{},"#);
     }
 
     #[test]
@@ -251,11 +302,12 @@ mod tests {
             Some(rest),
             None,
             None,
+            None,
         );
         assert_eq!(replay.size_hint().exact(), Some(7));
         assert!(!replay.is_end_stream());
 
-        let done = ReplayBody::<Full<Bytes>>::replay(VecDeque::new(), None, None, None);
+        let done = ReplayBody::<Full<Bytes>>::replay(VecDeque::new(), None, None, None, None);
         assert!(done.is_end_stream());
         assert_eq!(done.size_hint().exact(), Some(0));
 

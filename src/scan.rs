@@ -33,8 +33,8 @@ impl Method {
         }
     }
 
-    /// True for the methods a layer answers or rewrites itself, whose bodies are
-    /// therefore buffered and checked whole.
+    /// True for the methods a layer intercepts (Initialize, Discover, Listen). Their
+    /// bodies are small and buffered anyway, so the scanner checks them whole.
     pub(crate) fn is_intercepted(self) -> bool {
         !matches!(self, Method::Other)
     }
@@ -172,8 +172,11 @@ pub(crate) struct Scanner {
     hex_left: u8,
     /// The code unit of the current `\u` escape so far.
     hex: u32,
-    /// The intercepted method already read, kept until the object closes.
+    /// The method already read, kept until the object closes.
     method: Option<Method>,
+    /// Whether an `Other` method is scanned to the object's end too, to catch
+    /// a later duplicate `method` (see [`Scanner::whole`]).
+    whole: bool,
     /// The decoded method value so far.
     value: [u8; VALUE_CAP],
     /// How many bytes of `value` are used.
@@ -201,10 +204,35 @@ impl Scanner {
             hex_left: 0,
             hex: 0,
             method: None,
+            whole: false,
             value: [0; VALUE_CAP],
             value_len: 0,
             high: None,
         }
+    }
+
+    /// A scanner that reads every body to the end of its top-level object, so
+    /// that a second `method` is found after any first one. [`Scanner::method`]
+    /// tells the first method as soon as it is read.
+    pub(crate) fn whole() -> Self {
+        Scanner {
+            whole: true,
+            ..Scanner::new()
+        }
+    }
+
+    /// The first top-level method, once its value was read (even before the
+    /// outcome is decided).
+    pub(crate) fn method(&self) -> Option<Method> {
+        match self.decided {
+            Some(Outcome::Method(method)) => Some(method),
+            _ => self.method,
+        }
+    }
+
+    /// The outcome, once decided.
+    pub(crate) fn decided(&self) -> Option<Outcome> {
+        self.decided
     }
 
     /// Feeds the next chunk (may be empty). Returns `Some(outcome)` once the answer is
@@ -351,7 +379,11 @@ impl Scanner {
             Then::AfterValue => State::AfterValue,
             Then::Nested => State::Nested,
             // Other bodies may be huge and are never read past their method.
-            Then::OtherMethod => return Some(Outcome::Method(Method::Other)),
+            Then::OtherMethod if !self.whole => return Some(Outcome::Method(Method::Other)),
+            Then::OtherMethod => {
+                self.method = Some(Method::Other);
+                State::AfterValue
+            }
         };
         None
     }
@@ -439,7 +471,7 @@ impl Scanner {
                     } else {
                         Method::Other
                     };
-                    if !kind.is_intercepted() {
+                    if !kind.is_intercepted() && !self.whole {
                         // Other bodies may be huge and are never read past their method.
                         return Some(Outcome::Method(kind));
                     }
@@ -759,13 +791,13 @@ mod tests {
         let whole = run_chunks([input]);
         assert_eq!(stepwise(input), whole, "step alone");
         let small = input.len() <= 4096;
-        let stride = if small { 1 } else { input.len() / 31 };
+        let stride = if small { 1 } else { input.len() / 7 };
         let splits = (0..=input.len()).step_by(stride).chain([input.len()]);
         for at in splits {
             let (a, b) = input.split_at(at);
             assert_eq!(run_chunks([a, b]), whole, "split at {at}");
         }
-        let sizes = if small { 2..10 } else { 7..8 };
+        let sizes = if small { 2..10 } else { 3..4 };
         for size in sizes {
             for phase in 1..size {
                 let (head, tail) = input.split_at(phase.min(input.len()));
@@ -1488,5 +1520,36 @@ mod tests {
         ] {
             assert!(seen.contains(&outcome), "{outcome:?} never generated");
         }
+    }
+
+    #[test]
+    fn whole_mode_finds_a_later_duplicate() {
+        let long = format!(
+            r#"{{"method":"{}","method":"subscriptions/listen"}}"#,
+            "x".repeat(100)
+        );
+        for body in [
+            r#"{"id":1,"method":"tools/call","params":{"method":"x"},"method":"subscriptions/listen"}"#,
+            long.as_str(),
+        ] {
+            let mut scanner = Scanner::whole();
+            assert_eq!(
+                scanner.feed(body.as_bytes()),
+                Some(Outcome::DuplicateMethod),
+                "{body}"
+            );
+            assert_eq!(scanner.method(), Some(Method::Other));
+        }
+        let mut scanner = Scanner::whole();
+        assert_eq!(scanner.feed(br#"{"method":"tools/call","#), None);
+        assert_eq!(scanner.method(), Some(Method::Other));
+        assert_eq!(
+            scanner.feed(br#""params":{}}"#),
+            Some(Outcome::Method(Method::Other))
+        );
+        assert_eq!(
+            Scanner::new().feed(br#"{"method":"tools/call","#),
+            Some(Outcome::Method(Method::Other))
+        );
     }
 }

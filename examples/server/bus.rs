@@ -187,6 +187,11 @@ pub enum End {
 }
 
 impl Subscription {
+    /// The stream's number on the bus, for logs.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The next event, or why there are no more.
     pub async fn recv(&mut self) -> Result<Arc<Event>, End> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await

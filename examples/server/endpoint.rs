@@ -10,15 +10,16 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 use mcp_edge::HonouredFilter;
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::StreamableHttpService;
 use tower::Service;
 
 use crate::handler::Demo;
 use crate::listen::{ListenEndpoint, McpBody};
 
-/// rmcp's Streamable HTTP service, stateless.
-pub type RmcpService = StreamableHttpService<Demo, NeverSessionManager>;
+/// rmcp's Streamable HTTP service: stateless for 2026-07-28 requests, with
+/// sessions for the legacy era (an `initialize` opens one).
+pub type RmcpService = StreamableHttpService<Demo, LocalSessionManager>;
 
 /// Routes by the [`HonouredFilter`] extension that `ListenFilterLayer`
 /// inserts: only a listen it honoured carries one.

@@ -6,7 +6,8 @@
 //! layers in front, listens are served from the bus (see `listen.rs`).
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use mcp_edge::{Principal, Topic};
 use rmcp::handler::server::tool::InputResponses;
@@ -16,31 +17,66 @@ use rmcp::model::{
     ContentBlock, GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
     InputRequiredResult, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, UpdateTaskParams,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use tokio::task::AbortHandle;
 
 use crate::bus::{Bus, End, Event};
 use crate::store::Store;
 
-/// The only protocol revision served: the stateless one, where every
-/// request carries its own `_meta` and listens replace `resources/subscribe`.
-const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
+/// The protocol revisions served: 2026-07-28, the stateless one, where
+/// every request carries its own `_meta` and listens replace
+/// `resources/subscribe`; and 2025-11-25, the last with the `initialize`
+/// handshake, served in rmcp's sessions (`Mcp-Session-Id`), where
+/// `resources/subscribe` delivers updates on the session's GET stream.
+const SUPPORTED_VERSIONS: &[ProtocolVersion] =
+    &[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25];
 
-/// The protocol versions the server implements, as strings.
-pub fn supported_versions() -> impl Iterator<Item = &'static str> {
-    SUPPORTED_VERSIONS.iter().map(ProtocolVersion::as_str)
+/// The protocol versions a `subscriptions/listen` may name: those without
+/// the `initialize` handshake.
+pub fn listen_versions() -> impl Iterator<Item = &'static str> {
+    SUPPORTED_VERSIONS
+        .iter()
+        .filter(|version| !version.has_initialize())
+        .map(ProtocolVersion::as_str)
 }
 
-/// The demo server; cheap to clone (rmcp makes one per request).
+/// The demo server; cheap to clone. rmcp asks for one per stateless
+/// request and one per legacy session (see [`Demo::for_session`]).
 #[derive(Clone)]
 pub struct Demo {
     store: Arc<Store>,
     bus: Arc<Bus>,
     capabilities: ServerCapabilities,
+    /// The legacy-era `resources/subscribe` subscriptions of one session.
+    legacy: Arc<LegacySubscriptions>,
+}
+
+/// A legacy session's resource subscriptions: one forwarding task per URI,
+/// from the bus to the session's peer (its GET stream). They all end when
+/// the session's handler is dropped, that is when the session ends.
+#[derive(Default)]
+struct LegacySubscriptions {
+    tasks: Mutex<HashMap<String, AbortHandle>>,
+}
+
+impl LegacySubscriptions {
+    fn tasks(&self) -> MutexGuard<'_, HashMap<String, AbortHandle>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for LegacySubscriptions {
+    fn drop(&mut self) {
+        for (_, task) in self.tasks().drain() {
+            task.abort();
+        }
+    }
 }
 
 #[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
@@ -102,6 +138,16 @@ impl Demo {
             store,
             bus,
             capabilities,
+            legacy: Arc::default(),
+        }
+    }
+
+    /// A handler for one rmcp session or stateless request: shares the
+    /// store and the bus, with subscriptions of its own.
+    pub fn for_session(&self) -> Self {
+        Self {
+            legacy: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -400,6 +446,57 @@ impl ServerHandler for Demo {
         if changed {
             let task = serde_json::to_value(task).unwrap_or_default();
             self.publish_task(owner, request.task_id, task);
+        }
+        Ok(())
+    }
+
+    // Legacy era (2025-11-25 sessions): `resources/subscribe` and
+    // `resources/unsubscribe`, deprecated by 2026-07-28 in favour of listens.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let uri = request.uri;
+        // The same two checks the listen layer applies: the caller may read
+        // it, and the subscription hook accepts it.
+        if !self.store.may_read(caller(&context).as_ref(), &uri) {
+            return Err(resource_not_found(&uri));
+        }
+        if !self.store.accepts_subscription(&uri) {
+            return Err(McpError::invalid_params(
+                "resource does not support subscriptions",
+                Some(json!({ "uri": uri })),
+            ));
+        }
+        let mut events = self.bus.subscribe([Topic::Resource(uri.clone())]);
+        let peer = context.peer.clone();
+        let forwarded = uri.clone();
+        let task = tokio::spawn(async move {
+            // Ends at shutdown, when the stream lags, or when the session's
+            // peer is gone.
+            while events.recv().await.is_ok() {
+                let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
+                if peer.notify_resource_updated(update).await.is_err() {
+                    break;
+                }
+            }
+        });
+        if let Some(previous) = self.legacy.tasks().insert(uri, task.abort_handle()) {
+            previous.abort();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Some(task) = self.legacy.tasks().remove(&request.uri) {
+            task.abort();
         }
         Ok(())
     }

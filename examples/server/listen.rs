@@ -31,7 +31,7 @@ use serde_json::{json, Map, Value};
 use tokio::time::{interval_at, Instant, Interval, MissedTickBehavior};
 
 use crate::bus::{Bus, End, Subscription, SUBSCRIPTION_ID};
-use crate::handler::supported_versions;
+use crate::handler::listen_versions;
 
 /// The response body type of the whole MCP endpoint (rmcp's too).
 pub type McpBody = BoxBody<Bytes, Infallible>;
@@ -81,14 +81,8 @@ impl ListenEndpoint {
         }
 
         let subscription = self.bus.subscribe(filter.topics().iter().cloned());
-        tracing::info!(
-            kinds = ?filter.kinds(),
-            requested_uris = filter.requested_uris(),
-            honoured_uris = filter.resource_uris().count(),
-            requested_task_ids = filter.requested_task_ids(),
-            honoured_task_ids = filter.task_ids().count(),
-            "listen stream opened"
-        );
+        // mcp-edge already logged what it honoured; this ties it to a stream.
+        tracing::debug!(stream = subscription.id(), "listen stream opened");
         let body = ListenBody::new(&filter, subscription, self.keep_alive);
         Response::builder()
             .header(CONTENT_TYPE, "text/event-stream")
@@ -169,8 +163,8 @@ fn check_request(headers: &HeaderMap, body: &[u8]) -> Result<(), JsonRpcError> {
             "missing required Mcp-Method header",
         ));
     }
-    if !supported_versions().any(|supported| supported == version) {
-        let supported: Vec<&str> = supported_versions().collect();
+    if !listen_versions().any(|supported| supported == version) {
+        let supported: Vec<&str> = listen_versions().collect();
         return Err(JsonRpcError::new(
             UNSUPPORTED_PROTOCOL_VERSION,
             "Unsupported protocol version",

@@ -88,6 +88,16 @@ impl Store {
                 readers: Readers::Only("bob"),
                 changes: true,
             },
+            // The resource the official conformance suite subscribes to in
+            // its legacy-era scenarios (resources-subscribe, -unsubscribe).
+            DemoResource {
+                uri: "test://watched-resource",
+                name: "watched-resource",
+                description: "Conformance fixture: a public resource to subscribe to",
+                text: "watch me",
+                readers: Readers::Everyone,
+                changes: true,
+            },
         ];
         let now = rfc3339_now();
         let tasks = [("task-alice-1", "alice"), ("task-bob-1", "bob")]

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::rewrite::{ResultRewrite, Target};
 use crate::body::{ResponseBody, Rule};
 use crate::era::Era;
-use crate::peek::{header_method, is_encoded, is_json, Peek, Peeked};
+use crate::peek::{header_method, is_encoded, is_event_stream, is_json, Peek, Peeked};
 use crate::replay::ReplayBody;
 use crate::scan::{Method, Outcome};
 use crate::{json, Rejection, ServerProfile};
@@ -120,14 +120,6 @@ fn disguised(headers: &HeaderMap, body: Option<Method>) -> bool {
     }
 }
 
-fn content_type_is(headers: &HeaderMap, essence: &str) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(essence))
-}
-
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>
 where
     S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>>,
@@ -156,13 +148,23 @@ where
                         .headers;
                     let target = match *stage {
                         Stage::Classify => {
-                            let method = match ready!(reader.poll_classify(cx)) {
+                            let peeked = ready!(reader.poll_classify(cx));
+                            let method = match peeked {
                                 Peeked::Decided(Outcome::Method(method)) => Some(method),
+                                Peeked::TooLarge(method) => method,
                                 _ => None,
                             };
                             if disguised(headers, method) {
                                 *stage = Stage::Mismatch;
                                 continue;
+                            }
+                            if matches!(peeked, Peeked::TooLarge(Some(m)) if era_of(m).is_some()) {
+                                // Never fail open: an oversized discover is refused, not passed unrewritten.
+                                let limit = profile.limits().max_listen_body;
+                                self.as_mut().project().state.set(State::Done);
+                                return Poll::Ready(Ok(
+                                    Rejection::BodyTooLarge { limit }.into_response(None)
+                                ));
                             }
                             if let Some(era) = method.and_then(era_of) {
                                 *stage = Stage::Buffer(era);
@@ -208,7 +210,7 @@ where
                         tracing::debug!(
                             "capabilities: response has a content encoding; passed through"
                         );
-                    } else if content_type_is(headers, "text/event-stream") {
+                    } else if is_event_stream(headers) {
                         let (mut parts, body) = response.into_parts();
                         parts.headers.remove(header::CONTENT_LENGTH);
                         self.as_mut().project().state.set(State::Done);
@@ -254,7 +256,7 @@ where
                             parts
                                 .headers
                                 .insert(header::CONTENT_LENGTH, data.len().into());
-                            ResponseBody::full(data.into())
+                            ResponseBody::full_with_trailers(data.into(), reader.take_trailers())
                         }
                         Err(reason) => {
                             tracing::debug!(reason, "capabilities: response passed through");

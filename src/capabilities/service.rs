@@ -6,7 +6,7 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::CapabilitiesLayer;
-use crate::peek::{is_inspected, Peek};
+use crate::peek::{is_encoded, is_inspected, Peek};
 use crate::replay::ReplayBody;
 use crate::{ResponseBody, ServerProfile};
 
@@ -65,7 +65,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        if !is_inspected(&parts.method, &parts.headers) {
+        if !is_inspected(&parts.method, &parts.headers) || is_encoded(&parts.headers) {
             let request = Request::from_parts(parts, ReplayBody::pass_through(body));
             return ResponseFuture::calling(self.inner.call(request), self.profile.clone());
         }

@@ -25,6 +25,7 @@ use crate::{Era, Principal, Rejection, ReplayBody, ResponseBody, ServerProfile};
 /// A body of fixed frames that counts how many frames were pulled from it.
 struct Counted {
     frames: VecDeque<Bytes>,
+    trailers: Option<HeaderMap>,
     pulled: Arc<AtomicUsize>,
 }
 
@@ -32,6 +33,7 @@ impl Counted {
     fn new(frames: Vec<Bytes>) -> Self {
         Self {
             frames: frames.into(),
+            trailers: None,
             pulled: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -54,11 +56,11 @@ impl Body for Counted {
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let frame = self.frames.pop_front();
-        if frame.is_some() {
-            self.pulled.fetch_add(1, Ordering::SeqCst);
-        }
-        Poll::Ready(frame.map(|data| Ok(Frame::data(data))))
+        let Some(data) = self.frames.pop_front() else {
+            return Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))));
+        };
+        self.pulled.fetch_add(1, Ordering::SeqCst);
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 }
 
@@ -68,6 +70,7 @@ struct Reply {
     status: StatusCode,
     headers: Vec<(HeaderName, HeaderValue)>,
     chunks: Vec<Bytes>,
+    trailers: Option<HeaderMap>,
 }
 
 impl Reply {
@@ -79,6 +82,7 @@ impl Reply {
                 (header::CONTENT_LENGTH, body.len().into()),
             ],
             chunks: vec![Bytes::copy_from_slice(body.as_bytes())],
+            trailers: None,
         }
     }
 
@@ -97,13 +101,22 @@ impl Reply {
         self
     }
 
+    fn trailer(mut self, name: &'static str, value: &'static str) -> Self {
+        self.trailers
+            .get_or_insert_with(HeaderMap::new)
+            .insert(name, HeaderValue::from_static(value));
+        self
+    }
+
     fn header(mut self, name: HeaderName, value: &'static str) -> Self {
         self.headers.push((name, HeaderValue::from_static(value)));
         self
     }
 
     fn into_response(self) -> Response<Counted> {
-        let mut response = Response::new(Counted::new(self.chunks));
+        let mut body = Counted::new(self.chunks);
+        body.trailers = self.trailers;
+        let mut response = Response::new(body);
         *response.status_mut() = self.status;
         for (name, value) in self.headers {
             response.headers_mut().append(name, value);
@@ -135,6 +148,7 @@ struct Out {
     headers: HeaderMap,
     rejection: Option<Rejection>,
     body: Bytes,
+    trailers: Option<HeaderMap>,
 }
 
 impl Out {
@@ -155,17 +169,30 @@ impl Out {
 
 async fn collect_out(response: Response<ResponseBody<Counted>>) -> Out {
     let (parts, body) = response.into_parts();
+    let collected = body.collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
     Out {
         status: parts.status,
         rejection: parts.extensions.get::<Rejection>().cloned(),
         headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
+        body: collected.to_bytes(),
+        trailers,
     }
 }
 
 /// Sends `request` through the layer to an inner service that records what
 /// it saw and answers `reply`.
 async fn run(profile: &ServerProfile, request: Request<Counted>, reply: Reply) -> (Out, Seen) {
+    let (out, seen) = try_run(profile, request, reply).await;
+    (out, seen.expect("the inner service was called"))
+}
+
+/// [`run`], when the inner service may not be called.
+async fn try_run(
+    profile: &ServerProfile,
+    request: Request<Counted>,
+    reply: Reply,
+) -> (Out, Option<Seen>) {
     let pulled = request.body().pulled.clone();
     let seen = Arc::new(Mutex::new(None));
     let record = seen.clone();
@@ -191,7 +218,7 @@ async fn run(profile: &ServerProfile, request: Request<Counted>, reply: Reply) -
             }
         });
     let out = collect_out(service.oneshot(request).await.unwrap()).await;
-    let seen = seen.lock().unwrap().take().expect("the inner service was called");
+    let seen = seen.lock().unwrap().take();
     (out, seen)
 }
 
@@ -199,9 +226,11 @@ async fn run(profile: &ServerProfile, request: Request<Counted>, reply: Reply) -
 async fn rejected(profile: &ServerProfile, request: Request<Counted>) -> Out {
     let service = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(profile.clone()))
-        .service_fn(|_: Request<ReplayBody<Counted>>| -> Ready<Result<Response<Counted>, Infallible>> {
-            panic!("the inner service was called")
-        });
+        .service_fn(
+            |_: Request<ReplayBody<Counted>>| -> Ready<Result<Response<Counted>, Infallible>> {
+                panic!("the inner service was called")
+            },
+        );
     collect_out(service.oneshot(request).await.unwrap()).await
 }
 
@@ -232,7 +261,9 @@ fn caps_json(profile: &ServerProfile, era: Era) -> String {
 /// The raw bytes of member `key` of the JSON object `text`.
 fn member<'a>(text: &'a str, key: &str) -> &'a RawValue {
     let members = crate::json::members(text).expect("an object");
-    crate::json::unique(&members, key).unwrap().expect("the member is there")
+    crate::json::unique(&members, key)
+        .unwrap()
+        .expect("the member is there")
 }
 
 fn with_caps(mut base: Value, extra: Value) -> Value {
@@ -256,7 +287,11 @@ const INITIALIZE_RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVe
 /// and returns the new capabilities.
 fn assert_only_caps_changed(out: &str, input: &str, inner_caps: &str) -> Value {
     let new_caps = member(member(out, "result").get(), "capabilities").get();
-    assert_eq!(out, input.replacen(inner_caps, new_caps, 1), "every other byte is kept");
+    assert_eq!(
+        out,
+        input.replacen(inner_caps, new_caps, 1),
+        "every other byte is kept"
+    );
     serde_json::from_str(new_caps).unwrap()
 }
 
@@ -267,11 +302,26 @@ fn assert_only_caps_changed(out: &str, input: &str, inner_caps: &str) -> Value {
 #[tokio::test]
 async fn modern_discover_json_replaces_managed_keys_only() {
     let profile = profile();
-    let (out, seen) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::json(DISCOVER_RESULT)).await;
-    assert_eq!(seen.body(), DISCOVER.as_bytes(), "the inner sees the request as sent");
+    let (out, seen) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
+    assert_eq!(
+        seen.body(),
+        DISCOVER.as_bytes(),
+        "the inner sees the request as sent"
+    );
     assert_eq!(out.status, StatusCode::OK);
     let new_caps = assert_only_caps_changed(out.text(), DISCOVER_RESULT, INNER_CAPS);
-    assert_eq!(new_caps, with_caps(caps(&profile, Era::Modern), json!({"experimental": {"x": 1}})));
+    assert_eq!(
+        new_caps,
+        with_caps(
+            caps(&profile, Era::Modern),
+            json!({"experimental": {"x": 1}})
+        )
+    );
     assert_eq!(
         new_caps,
         json!({"tools": {"listChanged": true}, "resources": {"listChanged": true, "subscribe": true},
@@ -279,7 +329,11 @@ async fn modern_discover_json_replaces_managed_keys_only() {
     );
     assert_eq!(out.content_length(), Some(out.body.len()));
     assert_eq!(out.headers[header::CONTENT_TYPE], "application/json");
-    assert_eq!(out.json()["result"]["cacheScope"], "shared", "no narrowing, no private scope");
+    assert_eq!(
+        out.json()["result"]["cacheScope"],
+        "shared",
+        "no narrowing, no private scope"
+    );
     assert!(out.rejection.is_none());
 }
 
@@ -289,14 +343,28 @@ async fn legacy_initialize_gets_legacy_caps() {
     let request = post_request(None, Counted::one(INITIALIZE));
     let (out, seen) = run(&profile, request, Reply::json(INITIALIZE_RESULT)).await;
     assert_eq!(seen.body(), INITIALIZE.as_bytes());
-    let new_caps = assert_only_caps_changed(out.text(), INITIALIZE_RESULT, r#"{"tools":{"listChanged":true},"logging":{}}"#);
+    let new_caps = assert_only_caps_changed(
+        out.text(),
+        INITIALIZE_RESULT,
+        r#"{"tools":{"listChanged":true},"logging":{}}"#,
+    );
     assert_eq!(
         new_caps,
         json!({"tools": {"listChanged": false}, "resources": {"listChanged": false}, "prompts": {"listChanged": false}})
     );
-    assert_eq!(out.text(), INITIALIZE_RESULT.replacen(r#"{"tools":{"listChanged":true},"logging":{}}"#, &caps_json(&profile, Era::Legacy), 1));
+    assert_eq!(
+        out.text(),
+        INITIALIZE_RESULT.replacen(
+            r#"{"tools":{"listChanged":true},"logging":{}}"#,
+            &caps_json(&profile, Era::Legacy),
+            1
+        )
+    );
     assert_eq!(out.content_length(), Some(out.body.len()));
-    assert!(out.json()["result"].get("cacheScope").is_none(), "legacy results get no cacheScope");
+    assert!(
+        out.json()["result"].get("cacheScope").is_none(),
+        "legacy results get no cacheScope"
+    );
 }
 
 #[tokio::test]
@@ -307,8 +375,16 @@ async fn legacy_initialize_with_a_matching_header_and_charset() {
         .header("mcp-method", "initialize")
         .body(Counted::one(INITIALIZE))
         .unwrap();
-    let (out, _) = run(&profile, request, Reply::new("application/json; charset=utf-8", INITIALIZE_RESULT)).await;
-    assert_eq!(out.json()["result"]["capabilities"], caps(&profile, Era::Legacy));
+    let (out, _) = run(
+        &profile,
+        request,
+        Reply::new("application/json; charset=utf-8", INITIALIZE_RESULT),
+    )
+    .await;
+    assert_eq!(
+        out.json()["result"]["capabilities"],
+        caps(&profile, Era::Legacy)
+    );
 }
 
 #[tokio::test]
@@ -316,7 +392,12 @@ async fn experimental_and_foreign_extensions_are_kept() {
     let profile = profile();
     let inner_caps = r#"{"experimental":{"a":{"b":[1,2]}},"extensions":{"com.example/x":{"v":1},"io.modelcontextprotocol/tasks":{}},"tools":{"listChanged":false}}"#;
     let input = DISCOVER_RESULT.replacen(INNER_CAPS, inner_caps, 1);
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::json(&input)).await;
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(&input),
+    )
+    .await;
     let new_caps = assert_only_caps_changed(out.text(), &input, inner_caps);
     // The tasks extension is managed: this profile has tasks off, so it goes.
     assert_eq!(
@@ -332,7 +413,12 @@ async fn experimental_and_foreign_extensions_are_kept() {
 async fn missing_capabilities_are_added() {
     let profile = profile();
     let input = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","serverInfo":{"name":"s","version":"1"}}}"#;
-    let (out, _) = run(&profile, post_request(None, Counted::one(INITIALIZE)), Reply::json(input)).await;
+    let (out, _) = run(
+        &profile,
+        post_request(None, Counted::one(INITIALIZE)),
+        Reply::json(input),
+    )
+    .await;
     let expected = format!(
         r#"{{"jsonrpc":"2.0","id":1,"result":{{"protocolVersion":"2025-06-18","serverInfo":{{"name":"s","version":"1"}},"capabilities":{}}}}}"#,
         caps_json(&profile, Era::Legacy)
@@ -341,8 +427,16 @@ async fn missing_capabilities_are_added() {
     assert_eq!(out.content_length(), Some(expected.len()));
 
     let input = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"]}}"#;
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::json(input)).await;
-    assert_eq!(out.json()["result"]["capabilities"], caps(&profile, Era::Modern));
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(input),
+    )
+    .await;
+    assert_eq!(
+        out.json()["result"]["capabilities"],
+        caps(&profile, Era::Modern)
+    );
     assert!(out.json()["result"].get("cacheScope").is_none());
 }
 
@@ -350,9 +444,20 @@ async fn missing_capabilities_are_added() {
 async fn string_ids_and_trailing_newline() {
     let profile = profile();
     let request = DISCOVER.replacen(r#""id":1"#, r#""id":"req-7""#, 1);
-    let input = format!("{}\n", DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":"req-7""#, 1));
-    let (out, _) = run(&profile, discover_request(Counted::one(&request)), Reply::json(&input)).await;
-    assert!(out.text().ends_with("}\n"), "bytes after the object are kept");
+    let input = format!(
+        "{}\n",
+        DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":"req-7""#, 1)
+    );
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(&request)),
+        Reply::json(&input),
+    )
+    .await;
+    assert!(
+        out.text().ends_with("}\n"),
+        "bytes after the object are kept"
+    );
     let new_caps = assert_only_caps_changed(out.text(), &input, INNER_CAPS);
     assert_eq!(new_caps["tools"], json!({"listChanged": true}));
     assert_eq!(out.content_length(), Some(out.body.len()));
@@ -377,9 +482,18 @@ fn sse_expected(profile: &ServerProfile) -> String {
 #[tokio::test]
 async fn sse_rewrites_only_the_result_event() {
     let profile = profile();
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::sse(&sse_input())).await;
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::sse(&sse_input()),
+    )
+    .await;
     assert_eq!(out.text(), sse_expected(&profile));
-    assert_eq!(out.headers.get(header::CONTENT_LENGTH), None, "Content-Length is removed");
+    assert_eq!(
+        out.headers.get(header::CONTENT_LENGTH),
+        None,
+        "Content-Length is removed"
+    );
     assert_eq!(out.headers[header::CONTENT_TYPE], "text/event-stream");
 }
 
@@ -399,10 +513,78 @@ async fn sse_rewrite_is_the_same_for_one_byte_frames() {
 async fn sse_with_experimental_keeps_it() {
     let profile = profile();
     let input = format!("data: {DISCOVER_RESULT}\n\n");
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::sse(&input).split(5)).await;
-    let data = out.text().strip_prefix("data: ").unwrap().strip_suffix("\n\n").unwrap();
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::sse(&input).split(5),
+    )
+    .await;
+    let data = out
+        .text()
+        .strip_prefix("data: ")
+        .unwrap()
+        .strip_suffix("\n\n")
+        .unwrap();
     let new_caps = assert_only_caps_changed(data, DISCOVER_RESULT, INNER_CAPS);
-    assert_eq!(new_caps, with_caps(caps(&profile, Era::Modern), json!({"experimental": {"x": 1}})));
+    assert_eq!(
+        new_caps,
+        with_caps(
+            caps(&profile, Era::Modern),
+            json!({"experimental": {"x": 1}})
+        )
+    );
+}
+
+#[tokio::test]
+async fn sse_result_over_several_data_lines_is_rewritten() {
+    let profile = profile();
+    let input = "retry: 500\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{\"capabilities\":{\"tools\":{}}}}\n\n";
+    let expected = format!(
+        "retry: 500\ndata: {{\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{{\"capabilities\":{}}}}}\n\n",
+        caps_json(&profile, Era::Modern)
+    );
+    for size in [1, input.len()] {
+        let reply = Reply::sse(input).split(size);
+        let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), reply).await;
+        assert_eq!(out.text(), expected, "frames of {size} bytes");
+    }
+}
+
+#[tokio::test]
+async fn trailers_survive_a_rewrite() {
+    let profile = profile();
+    let sse = Reply::sse(&sse_input()).split(9).trailer("x-end", "1");
+    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), sse).await;
+    assert_eq!(out.text(), sse_expected(&profile));
+    assert_eq!(
+        out.trailers.as_ref().map(|t| &t["x-end"]),
+        Some(&HeaderValue::from_static("1")),
+        "SSE"
+    );
+
+    let json = Reply::json(DISCOVER_RESULT).split(9).trailer("x-end", "1");
+    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), json).await;
+    assert_eq!(
+        out.json()["result"]["capabilities"]["tools"],
+        json!({"listChanged": true})
+    );
+    assert_eq!(
+        out.trailers.as_ref().map(|t| &t["x-end"]),
+        Some(&HeaderValue::from_static("1")),
+        "JSON"
+    );
+}
+
+#[tokio::test]
+async fn trailers_survive_when_nothing_is_rewritten() {
+    let other = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":2"#, 1);
+    let json = Reply::json(&other).split(9).trailer("x-end", "1");
+    let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), json).await;
+    assert_eq!(out.text(), other);
+    assert_eq!(
+        out.trailers.as_ref().map(|t| &t["x-end"]),
+        Some(&HeaderValue::from_static("1"))
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -411,7 +593,9 @@ async fn sse_with_experimental_keeps_it() {
 
 async fn assert_untouched(request: Request<Counted>, reply: Reply) {
     let mut expected_headers: HeaderMap = reply.clone().into_response().headers().clone();
-    let sse = expected_headers[header::CONTENT_TYPE] == "text/event-stream"
+    let sse = expected_headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "text/event-stream")
         && !expected_headers.contains_key(header::CONTENT_ENCODING);
     if sse {
         // A stream is let through before its events are seen, so its length
@@ -429,7 +613,11 @@ async fn assert_untouched(request: Request<Counted>, reply: Reply) {
 async fn error_responses_are_untouched() {
     let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no","data":{"capabilities":{}}}}"#;
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json(error)).await;
-    assert_untouched(post_request(None, Counted::one(INITIALIZE)), Reply::json(error)).await;
+    assert_untouched(
+        post_request(None, Counted::one(INITIALIZE)),
+        Reply::json(error),
+    )
+    .await;
     let sse = format!("data: {error}\n\n");
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::sse(&sse)).await;
 }
@@ -437,7 +625,11 @@ async fn error_responses_are_untouched() {
 #[tokio::test]
 async fn responses_for_another_id_are_untouched() {
     let other = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":2"#, 1);
-    assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json(&other)).await;
+    assert_untouched(
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(&other),
+    )
+    .await;
     let sse = format!("data: {other}\n\n");
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::sse(&sse)).await;
 }
@@ -447,31 +639,45 @@ async fn encoded_responses_are_untouched() {
     let gzip = Reply {
         status: StatusCode::OK,
         headers: vec![
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
             (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")),
             (header::CONTENT_LENGTH, HeaderValue::from_static("6")),
         ],
         chunks: vec![Bytes::from_static(b"\x1f\x8b\x08\x00\xff\xfe")],
+        trailers: None,
     };
     assert_untouched(discover_request(Counted::one(DISCOVER)), gzip).await;
-    let sse_gzip = Reply::sse(&format!("data: {DISCOVER_RESULT}\n\n")).header(header::CONTENT_ENCODING, "gzip");
+    let sse_gzip = Reply::sse(&format!("data: {DISCOVER_RESULT}\n\n"))
+        .header(header::CONTENT_ENCODING, "gzip");
     assert_untouched(discover_request(Counted::one(DISCOVER)), sse_gzip).await;
 }
 
 #[tokio::test]
 async fn non_json_responses_are_untouched() {
-    assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::new("text/plain", DISCOVER_RESULT)).await;
+    assert_untouched(
+        discover_request(Counted::one(DISCOVER)),
+        Reply::new("text/plain", DISCOVER_RESULT),
+    )
+    .await;
     let no_type = Reply {
         status: StatusCode::OK,
         headers: vec![],
         chunks: vec![Bytes::from_static(DISCOVER_RESULT.as_bytes())],
+        trailers: None,
     };
     assert_untouched(discover_request(Counted::one(DISCOVER)), no_type).await;
 }
 
 #[tokio::test]
 async fn unparsable_and_empty_json_responses_are_untouched() {
-    assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json("{not json").split(3)).await;
+    assert_untouched(
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json("{not json").split(3),
+    )
+    .await;
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json("")).await;
     let array = r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#;
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json(array)).await;
@@ -481,7 +687,51 @@ async fn unparsable_and_empty_json_responses_are_untouched() {
 async fn notifications_get_no_rewrite() {
     // A discover without an id is a notification: there is no response to rewrite.
     let request = r#"{"jsonrpc":"2.0","method":"server/discover"}"#;
-    assert_untouched(discover_request(Counted::one(request)), Reply::json(DISCOVER_RESULT)).await;
+    assert_untouched(
+        discover_request(Counted::one(request)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
+}
+
+/// A discover whose body is longer than the buffer limit (1 MiB) must not get
+/// the inner service's own capabilities through: it is either rewritten or
+/// refused. Refused as what it is: its header and body agree, so -32020 is
+/// the wrong answer.
+#[tokio::test]
+async fn oversized_discover_does_not_fail_open() {
+    let profile = narrowing_profile();
+    let padding = "x".repeat(2 * 1024 * 1024);
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{"pad":"{padding}"}}}}"#
+    );
+    for mcp_method in [None, Some("server/discover")] {
+        let (out, seen) = try_run(
+            &profile,
+            post_request(mcp_method, Counted::split(request.as_bytes(), 64 * 1024)),
+            Reply::json(DISCOVER_RESULT),
+        )
+        .await;
+        if seen.is_some() {
+            let body = out.json();
+            assert!(
+                body["result"]["capabilities"].get("prompts").is_none(),
+                "{mcp_method:?}: an anonymous caller got the inner's un-narrowed capabilities: {}",
+                body["result"]
+            );
+            assert_eq!(body["result"]["cacheScope"], "private", "{mcp_method:?}");
+        } else {
+            assert!(
+                out.rejection.is_some(),
+                "{mcp_method:?}: refused by the layer"
+            );
+            assert_ne!(
+                out.rejection,
+                Some(Rejection::HeaderMismatch),
+                "{mcp_method:?}: header and body agree"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -499,7 +749,11 @@ fn big_tools_call(method_first: bool) -> Bytes {
     } else {
         r#"{"jsonrpc":"2.0","id":1,"params":{"name":"echo","arguments":{"blob":""#
     };
-    let tail = if method_first { r#""}}}"# } else { r#""}},"method":"tools/call"}"# };
+    let tail = if method_first {
+        r#""}}}"#
+    } else {
+        r#""}},"method":"tools/call"}"#
+    };
     let mut body = Vec::with_capacity(4 * MIB);
     body.extend_from_slice(head.as_bytes());
     body.extend((0..4 * MIB - head.len() - tail.len()).map(|i| b'a' + (i % 26) as u8));
@@ -512,7 +766,10 @@ fn big_tools_call(method_first: bool) -> Bytes {
 /// that every frame it gets is one of those slices (same address, same length).
 async fn big_pass_through(method_first: bool) -> usize {
     let all = big_tools_call(method_first);
-    let slices: Vec<Bytes> = (0..all.len()).step_by(CHUNK).map(|at| all.slice(at..at + CHUNK)).collect();
+    let slices: Vec<Bytes> = (0..all.len())
+        .step_by(CHUNK)
+        .map(|at| all.slice(at..at + CHUNK))
+        .collect();
     let body = Counted::new(slices);
     let pulled = body.pulled.clone();
     let pulled_at_call = Arc::new(AtomicUsize::new(usize::MAX));
@@ -530,14 +787,22 @@ async fn big_pass_through(method_first: bool) -> usize {
                 while let Some(frame) = body.frame().await {
                     let data = frame.unwrap().into_data().unwrap();
                     assert_eq!(data.len(), CHUNK, "frame {} keeps its size", frames.len());
-                    assert_eq!(data.as_ptr(), original[offset..].as_ptr(), "frame {} is the original chunk", frames.len());
+                    assert_eq!(
+                        data.as_ptr(),
+                        original[offset..].as_ptr(),
+                        "frame {} is the original chunk",
+                        frames.len()
+                    );
                     offset += data.len();
                     frames.push(data);
                 }
                 assert_eq!(frames.len(), 4 * MIB / CHUNK);
                 // Echo the frames back as they came.
                 let mut response = Response::new(Counted::new(frames));
-                response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
                 Ok::<_, Infallible>(response)
             }
         });
@@ -552,14 +817,20 @@ async fn big_pass_through(method_first: bool) -> usize {
 #[tokio::test]
 async fn big_tools_call_passes_through_in_its_original_chunks() {
     let pulled = big_pass_through(true).await;
-    assert_eq!(pulled, 1, "only the chunk holding the method was read before the inner was called");
+    assert_eq!(
+        pulled, 1,
+        "only the chunk holding the method was read before the inner was called"
+    );
 }
 
 #[tokio::test]
 async fn big_tools_call_with_a_late_method_is_not_buffered_whole() {
     let pulled = big_pass_through(false).await;
     // Reading stops at the peek limit (1 MiB by default), far short of 4 MiB.
-    assert!(pulled <= MIB / CHUNK + 1, "{pulled} frames read before the call");
+    assert!(
+        pulled <= MIB / CHUNK + 1,
+        "{pulled} frames read before the call"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -573,29 +844,67 @@ async fn method_split_inside_its_value_is_recognized() {
         Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"server/dis"#),
         Bytes::from_static(br#"cover"}"#),
     ]);
-    let (out, seen) = run(&profile, discover_request(body), Reply::json(DISCOVER_RESULT)).await;
-    assert_eq!(seen.body(), br#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
-    assert_eq!(seen.frames.len(), 2, "the inner gets the chunks as they came");
-    assert_eq!(out.json()["result"]["capabilities"]["tools"], json!({"listChanged": true}));
+    let (out, seen) = run(
+        &profile,
+        discover_request(body),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
+    assert_eq!(
+        seen.body(),
+        br#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#
+    );
+    assert_eq!(
+        seen.frames.len(),
+        2,
+        "the inner gets the chunks as they came"
+    );
+    assert_eq!(
+        out.json()["result"]["capabilities"]["tools"],
+        json!({"listChanged": true})
+    );
 }
 
 #[tokio::test]
 async fn discover_is_recognized_at_every_split_point() {
     let profile = profile();
-    let expected = with_caps(caps(&profile, Era::Modern), json!({"experimental": {"x": 1}}));
+    let expected = with_caps(
+        caps(&profile, Era::Modern),
+        json!({"experimental": {"x": 1}}),
+    );
     let bytes = DISCOVER.as_bytes();
     for at in 0..=bytes.len() {
-        let body = Counted::new(vec![Bytes::copy_from_slice(&bytes[..at]), Bytes::copy_from_slice(&bytes[at..])]);
-        let (out, seen) = run(&profile, discover_request(body), Reply::json(DISCOVER_RESULT)).await;
+        let body = Counted::new(vec![
+            Bytes::copy_from_slice(&bytes[..at]),
+            Bytes::copy_from_slice(&bytes[at..]),
+        ]);
+        let (out, seen) = run(
+            &profile,
+            discover_request(body),
+            Reply::json(DISCOVER_RESULT),
+        )
+        .await;
         assert_eq!(seen.body(), bytes, "split at {at}");
-        assert_eq!(out.json()["result"]["capabilities"], expected, "split at {at}");
+        assert_eq!(
+            out.json()["result"]["capabilities"],
+            expected,
+            "split at {at}"
+        );
         assert_eq!(out.content_length(), Some(out.body.len()));
     }
     // And without the header, as an `initialize` in one-byte frames.
-    let (out, seen) = run(&profile, post_request(None, Counted::split(INITIALIZE.as_bytes(), 1)), Reply::json(INITIALIZE_RESULT)).await;
+    let (out, seen) = run(
+        &profile,
+        post_request(None, Counted::split(INITIALIZE.as_bytes(), 1)),
+        Reply::json(INITIALIZE_RESULT),
+    )
+    .await;
     assert_eq!(seen.body(), INITIALIZE.as_bytes());
     assert_eq!(seen.frames.len(), INITIALIZE.len());
-    assert_eq!(out.json()["result"]["capabilities"], caps(&profile, Era::Legacy));
+    assert_eq!(
+        out.json()["result"]["capabilities"],
+        caps(&profile, Era::Legacy)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -606,23 +915,34 @@ async fn discover_is_recognized_at_every_split_point() {
 async fn get_delete_and_non_json_posts_are_not_inspected() {
     let profile = profile();
     let requests = [
-        Request::get("/mcp").header(header::CONTENT_TYPE, "application/json"),
-        Request::delete("/mcp").header(header::CONTENT_TYPE, "application/json"),
+        Request::get("/mcp")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("mcp-method", "server/discover"),
+        Request::delete("/mcp")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("mcp-method", "server/discover"),
         Request::post("/mcp").header(header::CONTENT_TYPE, "text/plain"),
         Request::post("/mcp"),
     ];
     for builder in requests {
         let request = builder
-            .header("mcp-method", "server/discover")
             .body(Counted::split(DISCOVER.as_bytes(), 10))
             .unwrap();
         let method = request.method().clone();
+        let request_headers = request.headers().clone();
         let (out, seen) = run(&profile, request, Reply::json(DISCOVER_RESULT)).await;
         assert_eq!(seen.method, method);
-        assert_eq!(seen.pulled_at_call, 0, "{method}: the body was not read before the call");
+        assert_eq!(
+            seen.pulled_at_call, 0,
+            "{method}: the body was not read before the call"
+        );
         assert_eq!(seen.body(), DISCOVER.as_bytes(), "{method}");
-        assert_eq!(seen.frames.len(), DISCOVER.len().div_ceil(10), "{method}: chunks as they came");
-        assert_eq!(seen.headers["mcp-method"], "server/discover");
+        assert_eq!(
+            seen.frames.len(),
+            DISCOVER.len().div_ceil(10),
+            "{method}: chunks as they came"
+        );
+        assert_eq!(seen.headers, request_headers, "{method}: headers as sent");
         assert_eq!(out.text(), DISCOVER_RESULT, "{method}: response untouched");
         assert_eq!(out.content_length(), Some(DISCOVER_RESULT.len()));
     }
@@ -631,12 +951,36 @@ async fn get_delete_and_non_json_posts_are_not_inspected() {
 #[tokio::test]
 async fn non_json_body_with_json_type_reaches_the_inner_unchanged() {
     let profile = profile();
-    for body in ["hello world", "", "[1,2", "{\"method\":", "\"server/discover\""] {
-        let reply = Reply { status: StatusCode::BAD_REQUEST, ..Reply::json(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"inner"}}"#) };
-        let (out, seen) = run(&profile, post_request(None, Counted::split(body.as_bytes(), 4)), reply.clone()).await;
+    for body in [
+        "hello world",
+        "",
+        "[1,2",
+        "{\"method\":",
+        "\"server/discover\"",
+    ] {
+        let reply = Reply {
+            status: StatusCode::BAD_REQUEST,
+            ..Reply::json(
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"inner"}}"#,
+            )
+        };
+        let (out, seen) = run(
+            &profile,
+            post_request(None, Counted::split(body.as_bytes(), 4)),
+            reply.clone(),
+        )
+        .await;
         assert_eq!(seen.body(), body.as_bytes(), "{body:?}");
-        assert_eq!(out.status, StatusCode::BAD_REQUEST, "{body:?}: the inner's status");
-        assert_eq!(&out.body[..], &reply.chunks.concat()[..], "{body:?}: the inner's answer");
+        assert_eq!(
+            out.status,
+            StatusCode::BAD_REQUEST,
+            "{body:?}: the inner's status"
+        );
+        assert_eq!(
+            &out.body[..],
+            &reply.chunks.concat()[..],
+            "{body:?}: the inner's answer"
+        );
         assert!(out.rejection.is_none(), "{body:?}: the layer adds no error");
     }
 }
@@ -646,14 +990,60 @@ async fn other_methods_pass_through() {
     let profile = profile();
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
     // The inner answers with something that looks like a discover result: not ours to touch.
-    let (out, seen) = run(&profile, post_request(Some("tools/call"), Counted::split(call.as_bytes(), 7)), Reply::json(DISCOVER_RESULT)).await;
+    let (out, seen) = run(
+        &profile,
+        post_request(Some("tools/call"), Counted::split(call.as_bytes(), 7)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
     assert_eq!(seen.body(), call.as_bytes());
     assert_eq!(out.text(), DISCOVER_RESULT);
     // A listen is not this layer's business either.
     let listen = r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#;
-    let (out, seen) = run(&profile, post_request(Some("subscriptions/listen"), Counted::one(listen)), Reply::json(DISCOVER_RESULT)).await;
+    let (out, seen) = run(
+        &profile,
+        post_request(Some("subscriptions/listen"), Counted::one(listen)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
     assert_eq!(seen.body(), listen.as_bytes());
     assert_eq!(out.text(), DISCOVER_RESULT);
+}
+
+/// A compressed request body cannot be read, so it is not inspected (see
+/// `peek::is_inspected`): it either reaches the inner service unread, or is
+/// refused as `Encoded` (415) the way the listen layer refuses it. It is never
+/// a header mismatch: nothing was compared.
+#[tokio::test]
+async fn compressed_requests_are_not_peeked() {
+    let gzip: &[u8] =
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xab\x56\xca\x4d\x2d\xc9\xc8\x4f\x51";
+    for mcp_method in [Some("server/discover"), None, Some("tools/call")] {
+        let mut request = post_request(mcp_method, Counted::split(gzip, 4));
+        request
+            .headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        let (out, seen) = try_run(&profile(), request, Reply::json(DISCOVER_RESULT)).await;
+        assert_ne!(
+            out.rejection,
+            Some(Rejection::HeaderMismatch),
+            "{mcp_method:?}: a compressed body has no method to compare"
+        );
+        match seen {
+            Some(seen) => {
+                assert_eq!(seen.body(), gzip, "{mcp_method:?}");
+                assert_eq!(
+                    seen.pulled_at_call, 0,
+                    "{mcp_method:?}: the compressed body was read before the call"
+                );
+                assert_eq!(out.text(), DISCOVER_RESULT);
+            }
+            None => {
+                assert_eq!(out.rejection, Some(Rejection::Encoded), "{mcp_method:?}");
+                assert_eq!(out.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -674,26 +1064,51 @@ fn assert_mismatch(out: &Out, id: Value) {
 #[tokio::test]
 async fn discover_header_on_another_method_is_rejected() {
     let body = r#"{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"t"}}"#;
-    let out = rejected(&profile(), post_request(Some("server/discover"), Counted::split(body.as_bytes(), 5))).await;
+    let out = rejected(
+        &profile(),
+        post_request(Some("server/discover"), Counted::split(body.as_bytes(), 5)),
+    )
+    .await;
     assert_mismatch(&out, json!("abc"));
-    let out = rejected(&profile(), post_request(Some("initialize"), Counted::one(body))).await;
+    let out = rejected(
+        &profile(),
+        post_request(Some("initialize"), Counted::one(body)),
+    )
+    .await;
     assert_mismatch(&out, json!("abc"));
 }
 
 #[tokio::test]
 async fn another_header_on_discover_is_rejected() {
-    let out = rejected(&profile(), post_request(Some("tools/call"), Counted::one(DISCOVER))).await;
+    let out = rejected(
+        &profile(),
+        post_request(Some("tools/call"), Counted::one(DISCOVER)),
+    )
+    .await;
     assert_mismatch(&out, json!(1));
-    let out = rejected(&profile(), post_request(Some("server/discover"), Counted::one(INITIALIZE))).await;
+    let out = rejected(
+        &profile(),
+        post_request(Some("server/discover"), Counted::one(INITIALIZE)),
+    )
+    .await;
     assert_mismatch(&out, json!(1));
-    let out = rejected(&profile(), post_request(Some("initialize"), Counted::split(DISCOVER.as_bytes(), 3))).await;
+    let out = rejected(
+        &profile(),
+        post_request(Some("initialize"), Counted::split(DISCOVER.as_bytes(), 3)),
+    )
+    .await;
     assert_mismatch(&out, json!(1));
 }
 
 #[tokio::test]
 async fn mismatch_between_other_methods_passes_through() {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    let (out, seen) = run(&profile(), post_request(Some("tools/call"), Counted::one(body)), Reply::json(DISCOVER_RESULT)).await;
+    let (out, seen) = run(
+        &profile(),
+        post_request(Some("tools/call"), Counted::one(body)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
     assert_eq!(seen.body(), body.as_bytes());
     assert_eq!(out.text(), DISCOVER_RESULT);
     assert!(out.rejection.is_none());
@@ -705,11 +1120,13 @@ async fn mismatch_between_other_methods_passes_through() {
 
 fn narrowing_profile() -> ServerProfile {
     ServerProfile::builder()
-        .narrowing(|caller: Option<&Principal>, _: Era, caps: &mut Map<String, Value>| {
-            if caller.is_none() {
-                caps.remove("prompts");
-            }
-        })
+        .narrowing(
+            |caller: Option<&Principal>, _: Era, caps: &mut Map<String, Value>| {
+                if caller.is_none() {
+                    caps.remove("prompts");
+                }
+            },
+        )
         .build()
         .unwrap()
 }
@@ -717,9 +1134,17 @@ fn narrowing_profile() -> ServerProfile {
 #[tokio::test]
 async fn anonymous_discover_is_narrowed_and_private() {
     let profile = narrowing_profile();
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::json(DISCOVER_RESULT)).await;
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
     let body = out.json();
-    let mut expected = with_caps(caps(&profile, Era::Modern), json!({"experimental": {"x": 1}}));
+    let mut expected = with_caps(
+        caps(&profile, Era::Modern),
+        json!({"experimental": {"x": 1}}),
+    );
     expected.as_object_mut().unwrap().remove("prompts");
     assert_eq!(body["result"]["capabilities"], expected);
     assert!(body["result"]["capabilities"].get("prompts").is_none());
@@ -728,7 +1153,11 @@ async fn anonymous_discover_is_narrowed_and_private() {
     // Everything but the capabilities and the scope keeps its bytes.
     let result = member(out.text(), "result").get();
     for key in ["resultType", "supportedVersions", "_meta", "ttlMs"] {
-        assert_eq!(member(result, key).get(), member(member(DISCOVER_RESULT, "result").get(), key).get(), "{key}");
+        assert_eq!(
+            member(result, key).get(),
+            member(member(DISCOVER_RESULT, "result").get(), key).get(),
+            "{key}"
+        );
     }
 }
 
@@ -739,7 +1168,13 @@ async fn known_caller_gets_everything_but_still_private() {
     request.extensions_mut().insert(Principal::new("alice"));
     let (out, _) = run(&profile, request, Reply::json(DISCOVER_RESULT)).await;
     let body = out.json();
-    assert_eq!(body["result"]["capabilities"], with_caps(caps(&profile, Era::Modern), json!({"experimental": {"x": 1}})));
+    assert_eq!(
+        body["result"]["capabilities"],
+        with_caps(
+            caps(&profile, Era::Modern),
+            json!({"experimental": {"x": 1}})
+        )
+    );
     assert_eq!(body["result"]["cacheScope"], "private");
 }
 
@@ -747,16 +1182,29 @@ async fn known_caller_gets_everything_but_still_private() {
 async fn narrowed_discover_without_scope_gets_one() {
     let profile = narrowing_profile();
     let input = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","capabilities":{"tools":{}}}}"#;
-    let (out, _) = run(&profile, discover_request(Counted::one(DISCOVER)), Reply::json(input)).await;
+    let (out, _) = run(
+        &profile,
+        discover_request(Counted::one(DISCOVER)),
+        Reply::json(input),
+    )
+    .await;
     assert_eq!(out.json()["result"]["cacheScope"], "private");
 }
 
 #[tokio::test]
 async fn narrowed_initialize_has_no_cache_scope() {
     let profile = narrowing_profile();
-    let (out, _) = run(&profile, post_request(None, Counted::one(INITIALIZE)), Reply::json(INITIALIZE_RESULT)).await;
+    let (out, _) = run(
+        &profile,
+        post_request(None, Counted::one(INITIALIZE)),
+        Reply::json(INITIALIZE_RESULT),
+    )
+    .await;
     let body = out.json();
-    assert_eq!(body["result"]["capabilities"], json!({"tools": {"listChanged": false}, "resources": {"listChanged": false}}));
+    assert_eq!(
+        body["result"]["capabilities"],
+        json!({"tools": {"listChanged": false}, "resources": {"listChanged": false}})
+    );
     assert!(body["result"].get("cacheScope").is_none());
 }
 
@@ -771,25 +1219,41 @@ type MockResponse = Response<Full<Bytes>>;
 async fn the_readied_service_is_the_one_called() {
     let (mock, mut handle) = tower_test::mock::pair::<MockRequest, MockResponse>();
     handle.allow(1);
-    let mut service = ServiceBuilder::new().layer(CapabilitiesLayer::new(profile())).service(mock);
+    let mut service = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(profile()))
+        .service(mock);
 
     let request = discover_request_full(DISCOVER);
     // A clone of the mock that was not readied panics when called.
     let ready = service.ready().await.unwrap();
     let future = ready.call(request);
     let server = tokio::spawn(async move {
-        let (request, respond) = handle.next_request().await.expect("the inner got the request");
+        let (request, respond) = handle
+            .next_request()
+            .await
+            .expect("the inner got the request");
         assert_eq!(request.headers()["mcp-method"], "server/discover");
         let body = request.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(&body[..], DISCOVER.as_bytes(), "the mock sees the replayed body");
+        assert_eq!(
+            &body[..],
+            DISCOVER.as_bytes(),
+            "the mock sees the replayed body"
+        );
         let mut response = Response::new(Full::new(Bytes::from_static(DISCOVER_RESULT.as_bytes())));
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         respond.send_response(response);
         handle
     });
     let response = future.await.unwrap();
-    let body: Value = serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
-    assert_eq!(body["result"]["capabilities"]["tools"], json!({"listChanged": true}));
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(
+        body["result"]["capabilities"]["tools"],
+        json!({"listChanged": true})
+    );
     server.await.unwrap();
 }
 
@@ -797,10 +1261,15 @@ async fn the_readied_service_is_the_one_called() {
 async fn not_ready_means_not_ready() {
     let (mock, mut handle) = tower_test::mock::pair::<MockRequest, MockResponse>();
     handle.allow(0);
-    let mut service = ServiceBuilder::new().layer(CapabilitiesLayer::new(profile())).service(mock);
+    let mut service = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(profile()))
+        .service(mock);
     let waker = futures_util::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
-    assert!(service.poll_ready(&mut cx).is_pending(), "poll_ready delegates to the inner service");
+    assert!(
+        service.poll_ready(&mut cx).is_pending(),
+        "poll_ready delegates to the inner service"
+    );
     handle.allow(1);
     assert!(service.poll_ready(&mut cx).is_ready());
     // Not inspected: the readied mock is called directly.
@@ -809,7 +1278,14 @@ async fn not_ready_means_not_ready() {
     let (request, respond) = handle.next_request().await.unwrap();
     assert_eq!(request.method(), http::Method::GET);
     respond.send_response(Response::new(Full::new(Bytes::from_static(b"ok"))));
-    let body = future.await.unwrap().into_body().collect().await.unwrap().to_bytes();
+    let body = future
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
     assert_eq!(&body[..], b"ok");
 }
 
@@ -856,12 +1332,19 @@ fn layer_and_service_are_clone_send_sync() {
     assert_clone_send_sync::<Capabilities<CloneSendSync>>();
 }
 
-#[test]
-fn layer_fits_axum_router() {
+#[tokio::test]
+async fn layer_fits_axum_router() {
     let app: axum::Router = axum::Router::new()
         .route("/mcp", axum::routing::post(|| async { "ok" }))
         .layer(CapabilitiesLayer::new(profile()));
-    let _ = app;
+    let request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from(DISCOVER))
+        .unwrap();
+    let response = app.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"ok", "a text/plain answer passes through");
 }
 
 #[tokio::test]
@@ -871,7 +1354,7 @@ async fn non_clone_bodies_and_send_futures() {
         .layer(CapabilitiesLayer::new(profile()))
         .check_clone()
         .service_fn(|request: Request<ReplayBody<NotClone>>| {
-            // Keeping the request across an await proves the future need not be Sync.
+            // The body is neither `Clone` nor `Sync`; the layer asks for neither.
             async move {
                 let body = request.into_body().collect().await.unwrap().to_bytes();
                 Ok::<_, Infallible>(Response::new(Full::new(body)))
@@ -880,14 +1363,23 @@ async fn non_clone_bodies_and_send_futures() {
     let request = Request::post("/mcp")
         .header(header::CONTENT_TYPE, "application/json")
         .body(NotClone {
-            data: Some(Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)),
+            data: Some(Bytes::from_static(
+                br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            )),
             _not_sync: std::marker::PhantomData,
         })
         .unwrap();
     assert_clone_service(&service);
     let future = service.ready().await.unwrap().call(request);
     assert_send(&future);
-    let body = future.await.unwrap().into_body().collect().await.unwrap().to_bytes();
+    let body = future
+        .await
+        .unwrap()
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes();
     assert_eq!(&body[..], br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
 }
 
@@ -908,5 +1400,13 @@ fn response_future_is_send_for_send_parts() {
         send::<super::ResponseFuture<S, B, R>>();
         send::<ResponseBody<R>>();
     }
-    check::<tower::util::BoxCloneSyncService<Request<ReplayBody<NotClone>>, Response<Full<Bytes>>, Infallible>, NotClone, Full<Bytes>>();
+    check::<
+        tower::util::BoxCloneSyncService<
+            Request<ReplayBody<NotClone>>,
+            Response<Full<Bytes>>,
+            Infallible,
+        >,
+        NotClone,
+        Full<Bytes>,
+    >();
 }

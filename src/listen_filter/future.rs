@@ -12,7 +12,7 @@ use tower_service::Service;
 use super::guard::Guard;
 use super::request::{batch_has_listen, ListenRequest, Refusal};
 use crate::body::{ResponseBody, Rule};
-use crate::peek::{content_length, header_method, BufferError, Peek, Peeked};
+use crate::peek::{content_length, header_method, is_event_stream, BufferError, Peek, Peeked};
 use crate::replay::ReplayBody;
 use crate::scan::{Method, Outcome};
 use crate::{honour, json, HonouredFilter, Rejection, ServerProfile};
@@ -141,7 +141,7 @@ fn classify(peeked: Peeked, headers: &HeaderMap, limit: usize) -> Option<Stage> 
         }
         Peeked::Decided(Outcome::DuplicateMethod) => refuse(duplicate),
         // The method must be named within the limit: past it, a listen could hide.
-        Peeked::TooLarge => refuse(Rejection::BodyTooLarge { limit }),
+        Peeked::TooLarge(_) => refuse(Rejection::BodyTooLarge { limit }),
         _ if named == Some(Method::Listen) => refuse(match peeked {
             Peeked::Decided(Outcome::Invalid) => Rejection::Parse,
             Peeked::BodyError => Rejection::BodyUnreadable,
@@ -175,14 +175,6 @@ async fn honour_listen(profile: ServerProfile, parts: request::Parts, body: Byte
         "listen honoured"
     );
     Ok((parts, body.into(), filter))
-}
-
-fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("text/event-stream"))
 }
 
 impl<S, ReqBody, ResBody> Future for ResponseFuture<S, ReqBody, ResBody>

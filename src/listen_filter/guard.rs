@@ -74,7 +74,7 @@ impl Guard {
                 _ => Verdict::Drop("response to another request"),
             };
         };
-        if id.is_some() || !method.starts_with("notifications/") {
+        if !method.starts_with("notifications/") {
             // A server-to-client request (ping and the like) is not a notification.
             return Verdict::Keep;
         }
@@ -96,11 +96,12 @@ impl Guard {
                     return Verdict::Drop("acknowledgment without params");
                 };
                 return match json::unique(params, "notifications") {
-                    Ok(Some(theirs)) => Verdict::Ack(json::splice(
-                        data,
-                        theirs,
-                        self.filter.ack().get().as_bytes(),
-                    )),
+                    Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
+                        Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
+                        None => {
+                            Verdict::Drop("acknowledgment with a malformed notifications object")
+                        }
+                    },
                     _ => Verdict::Drop("acknowledgment without one notifications object"),
                 };
             }
@@ -125,6 +126,37 @@ impl Guard {
             Verdict::Drop("outside the honoured filter")
         }
     }
+}
+
+/// The acknowledgment to send: what both the honoured `ours` and the inner
+/// service's `theirs` acknowledge, in our order. It never widens what the
+/// inner service agreed to, and never says more than the honoured filter.
+fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
+    let theirs = json::members(theirs.get())?;
+    let mut out = String::from("{");
+    for (key, value) in json::members(ours.get())? {
+        let Ok(Some(their_value)) = json::unique(&theirs, &key) else {
+            continue;
+        };
+        let kept = if value.get() == "true" {
+            (their_value.get() == "true").then(|| "true".to_owned())
+        } else {
+            let ours: Vec<String> = serde_json::from_str(value.get()).ok()?;
+            let theirs: Vec<String> = serde_json::from_str(their_value.get()).unwrap_or_default();
+            let both: Vec<&String> = ours.iter().filter(|item| theirs.contains(item)).collect();
+            (!both.is_empty()).then(|| serde_json::to_string(&both).expect("strings serialize"))
+        };
+        if let Some(kept) = kept {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(key.as_ref()).expect("a key serializes"));
+            out.push(':');
+            out.push_str(&kept);
+        }
+    }
+    out.push('}');
+    Some(out)
 }
 
 /// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present.
@@ -186,6 +218,30 @@ impl EventRule for Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn acknowledgments_narrow_to_both() {
+        let ours =
+            raw(r#"{"toolsListChanged":true,"resourceSubscriptions":["a","b"],"taskIds":["t"]}"#);
+        let wide = raw(
+            r#"{"promptsListChanged":true,"resourceSubscriptions":["c","b","a"],"toolsListChanged":true,"taskIds":["t","u"]}"#,
+        );
+        assert_eq!(
+            narrowed(&ours, &wide).unwrap(),
+            r#"{"toolsListChanged":true,"resourceSubscriptions":["a","b"],"taskIds":["t"]}"#
+        );
+        let narrow = raw(r#"{"resourceSubscriptions":["b"],"toolsListChanged":false}"#);
+        assert_eq!(
+            narrowed(&ours, &narrow).unwrap(),
+            r#"{"resourceSubscriptions":["b"]}"#
+        );
+        assert_eq!(narrowed(&ours, &raw("{}")).unwrap(), "{}");
+        assert!(narrowed(&ours, &raw("[]")).is_none());
+    }
 
     #[test]
     fn sub_resource_rule() {

@@ -15,8 +15,18 @@
 //! -32020. Other requests pass through, read only as far as their `method`.
 //!
 //! On the listen response's SSE stream the guard (on by default) narrows
-//! the inner service's acknowledgment to the ack, sends the ack first if
-//! the inner did not, and drops notifications outside the filter. A
+//! the inner service's acknowledgment to what both it and the honoured
+//! filter acknowledge, sends the ack first if the inner sent a message for
+//! the subscription before acknowledging it, and drops notifications outside
+//! the filter (and messages tagged with another subscription id).
+//!
+//! A request with another method is read only as far as needed and replayed;
+//! it keeps being scanned as the inner service reads it, and a body with a
+//! second top-level `method` is cut short, so a parser that keeps the last
+//! of duplicate keys never sees a listen the layer did not honour. A JSON
+//! `POST` must name its method within the profile's body limit (413
+//! otherwise), and a compressed request body is refused with 415: place the
+//! layer inside request decompression. A
 //! `notifications/resources/updated` is honoured for an honoured URI and for
 //! every URI below it by path (`file:///logs` covers `file:///logs/today`,
 //! not `file:///logs2`).

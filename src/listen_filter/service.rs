@@ -97,7 +97,7 @@ where
         // `poll_ready` readied and leave a clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let peek = Peek::new(body, limit);
+        let peek = Peek::watching(body, limit);
         ResponseFuture::peeking(inner, parts, peek, self.profile.clone(), self.guard_stream)
     }
 }

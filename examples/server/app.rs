@@ -1,0 +1,136 @@
+//! The whole stack as one axum [`Router`], shared by `server.rs` (the
+//! binary) and `tests/reference_server.rs` (which serves it in-process).
+
+use std::error::Error;
+use std::future::ready;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, State};
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use http::header::CONTENT_TYPE;
+use http::StatusCode;
+use mcp_edge::{CapabilitiesLayer, Era, ListenFilterLayer, Principal, ServerProfile};
+use rmcp::model::ServerCapabilities;
+use rmcp::transport::StreamableHttpServerConfig;
+use tower::ServiceBuilder;
+
+use crate::bus::Bus;
+use crate::edge;
+use crate::endpoint::{McpEndpoint, RmcpService};
+use crate::handler::Demo;
+use crate::listen::ListenEndpoint;
+use crate::store::Store;
+
+/// Keep-alive comment interval on idle listen streams.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The assembled server, ready for `axum::serve` with connect info
+/// (`into_make_service_with_connect_info::<SocketAddr>()`).
+pub struct App {
+    pub router: Router,
+    /// The event bus; [`Bus::close`] ends every open listen gracefully.
+    pub bus: Arc<Bus>,
+    /// Stops rmcp: its sessions and its open streams.
+    pub stop_rmcp: Box<dyn FnOnce() + Send>,
+}
+
+/// What the server offers. The hooks read the same store as the handler.
+pub fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
+    let (access, subscriptions, directory) = (store.clone(), store.clone(), store.clone());
+    ServerProfile::builder()
+        .base_capabilities(serde_json::json!({
+            "tools": { "listChanged": false },
+            "resources": { "listChanged": false },
+        }))
+        .resource_access(move |caller: Option<&Principal>, uris: &[&str]| {
+            ready(
+                uris.iter()
+                    .map(|uri| access.may_read(caller, uri))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .subscription_hook(move |uris: &[&str]| {
+            ready(
+                uris.iter()
+                    .map(|uri| subscriptions.accepts_subscription(uri))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .task_directory(move |owner: &Principal, ids: &[&str]| {
+            ready(
+                ids.iter()
+                    .map(|id| directory.owns_task(owner, id))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .completions(false)
+        .legacy_logging(false)
+        .build()
+}
+
+/// The server for `port` (the `Host`/`Origin` check needs it); `bare`
+/// leaves out the two mcp-edge layers.
+pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
+    let store = Store::demo();
+    let bus = Bus::new();
+    let profile = profile(&store)?;
+    // rmcp advertises (and enforces, e.g. for tasks/*) the same modern
+    // capabilities the profile computes, so bare mode tells the same story.
+    let capabilities: ServerCapabilities =
+        serde_json::from_value(profile.capabilities(Era::Modern).clone().into())?;
+
+    // 2026-07-28 requests are stateless whatever this says; legacy-era
+    // requests (`initialize`, then `Mcp-Session-Id`) get rmcp's sessions.
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_sse_keep_alive(Some(KEEP_ALIVE));
+    let rmcp_token = config.cancellation_token.clone();
+    let demo = Demo::new(store, bus.clone(), capabilities);
+    let rmcp = RmcpService::new(move || Ok(demo.for_session()), Arc::default(), config);
+    let endpoint = McpEndpoint::new(rmcp, ListenEndpoint::new(bus.clone(), KEEP_ALIVE));
+
+    let routes = if bare {
+        Router::new().route_service("/mcp", endpoint)
+    } else {
+        let layered = ServiceBuilder::new()
+            .layer(CapabilitiesLayer::new(profile.clone()))
+            .layer(ListenFilterLayer::new(profile))
+            .service(endpoint);
+        Router::new().route_service("/mcp", layered)
+    };
+    let debug = Router::new()
+        .route("/debug/streams", get(open_streams))
+        .with_state(bus.clone());
+    // `layer` wraps what is already there: the last one added runs first.
+    let router = routes
+        .layer(from_fn(edge::bearer_auth))
+        .merge(debug)
+        .layer(from_fn_with_state(port, edge::loopback_only));
+    Ok(App {
+        router,
+        bus,
+        stop_rmcp: Box::new(move || rmcp_token.cancel()),
+    })
+}
+
+/// `GET /debug/streams`: how many listen streams are registered on the bus,
+/// as `{"streams":N}`. Only for a peer on the loopback interface (and, like
+/// everything, only under a loopback `Host`).
+async fn open_streams(
+    State(bus): State<Arc<Bus>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    (
+        [(CONTENT_TYPE, "application/json")],
+        format!(r#"{{"streams":{}}}"#, bus.streams()),
+    )
+        .into_response()
+}

@@ -1,0 +1,170 @@
+//! Thin wrappers around crate-private codecs, for the fuzz targets in `fuzz/`
+//! and the property tests in `tests/properties.rs`.
+//!
+//! Not part of the public API: hidden from the docs, no stability promise,
+//! may change or disappear in any release.
+
+use bytes::{Bytes, BytesMut};
+
+use crate::scan::{Method, Outcome, Scanner};
+use crate::sse::{write_event, EventFields, Parser};
+
+/// The outcome `Outcome::Method(Method::Initialize)`.
+pub const INITIALIZE: &str = "initialize";
+/// The outcome `Outcome::Method(Method::Discover)`.
+pub const DISCOVER: &str = "server/discover";
+/// The outcome `Outcome::Method(Method::Listen)`.
+pub const LISTEN: &str = "subscriptions/listen";
+/// The outcome `Outcome::Method(Method::Other)`.
+pub const OTHER: &str = "other";
+/// The outcome `Outcome::Batch`.
+pub const BATCH: &str = "batch";
+/// The outcome `Outcome::NoMethod`.
+pub const NO_METHOD: &str = "no-method";
+/// The outcome `Outcome::DuplicateMethod`.
+pub const DUPLICATE_METHOD: &str = "duplicate-method";
+/// The outcome `Outcome::Invalid`.
+pub const INVALID: &str = "invalid";
+
+fn method_name(method: Method) -> &'static str {
+    match method {
+        Method::Initialize => INITIALIZE,
+        Method::Discover => DISCOVER,
+        Method::Listen => LISTEN,
+        Method::Other => OTHER,
+    }
+}
+
+fn outcome_name(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Method(method) => method_name(method),
+        Outcome::Batch => BATCH,
+        Outcome::NoMethod => NO_METHOD,
+        Outcome::DuplicateMethod => DUPLICATE_METHOD,
+        Outcome::Invalid => INVALID,
+    }
+}
+
+/// How the scanner classifies a method name (from the body or a header):
+/// one of [`INITIALIZE`], [`DISCOVER`], [`LISTEN`], [`OTHER`].
+pub fn classify(name: &[u8]) -> &'static str {
+    method_name(Method::from_name(name))
+}
+
+/// What a [`Scanner`] said after one `feed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanStep {
+    /// `feed`'s answer (an outcome name), if decided.
+    pub decided: Option<&'static str>,
+    /// `consumed()` after the call.
+    pub consumed: usize,
+}
+
+/// The result of scanning a whole body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanRun {
+    /// One entry per chunk fed.
+    pub steps: Vec<ScanStep>,
+    /// `finish()`'s outcome name.
+    pub outcome: &'static str,
+    /// `consumed()` after `finish()`.
+    pub consumed: usize,
+    /// `method()` after `finish()` (only meaningful for `whole`).
+    pub method: Option<&'static str>,
+}
+
+/// Feeds `chunks` to a new scanner (`Scanner::whole()` if `whole`), then
+/// finishes it, recording every answer.
+pub fn scan_run(chunks: &[&[u8]], whole: bool) -> ScanRun {
+    let mut scanner = if whole {
+        Scanner::whole()
+    } else {
+        Scanner::new()
+    };
+    let steps = chunks
+        .iter()
+        .map(|chunk| ScanStep {
+            decided: scanner.feed(chunk).map(outcome_name),
+            consumed: scanner.consumed(),
+        })
+        .collect();
+    let outcome = outcome_name(scanner.finish());
+    ScanRun {
+        steps,
+        outcome,
+        consumed: scanner.consumed(),
+        method: scanner.method().map(method_name),
+    }
+}
+
+/// Feeds `chunks` to a new `Scanner::new()` and finishes it: the outcome
+/// name and `consumed()`.
+pub fn scan(chunks: &[&[u8]]) -> (&'static str, usize) {
+    let run = scan_run(chunks, false);
+    (run.outcome, run.consumed)
+}
+
+/// One parsed SSE block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The exact bytes of the block.
+    pub raw: Vec<u8>,
+    /// Joined `data` lines, if any.
+    pub data: Option<String>,
+    /// The `event` field, if any.
+    pub event: Option<String>,
+    /// The `id` field, if any.
+    pub id: Option<String>,
+    /// The `retry` field, if any.
+    pub retry: Option<u64>,
+}
+
+/// Parses `chunks` as one SSE stream, draining events after every chunk (or
+/// only at the end when `lazily`), then finishes: the events and the tail.
+///
+/// The chunks are slices of one `Bytes` holding their concatenation, as the
+/// body reader hands them over, so the parser's no-copy paths run too.
+pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u8>>) {
+    let whole = Bytes::from(chunks.concat());
+    let mut parser = Parser::new();
+    let mut events = Vec::new();
+    let drain = |parser: &mut Parser, events: &mut Vec<SseEvent>| {
+        while let Some(event) = parser.next_event() {
+            events.push(SseEvent {
+                raw: event.raw.to_vec(),
+                data: event.data,
+                event: event.event,
+                id: event.id,
+                retry: event.retry,
+            });
+        }
+    };
+    let mut at = 0;
+    for chunk in chunks {
+        parser.push(whole.slice(at..at + chunk.len()));
+        at += chunk.len();
+        if !lazily {
+            drain(&mut parser, &mut events);
+        }
+    }
+    drain(&mut parser, &mut events);
+    let tail = parser.finish();
+    drain(&mut parser, &mut events);
+    assert!(parser.finish().is_none(), "a finished parser holds nothing");
+    (events, tail.map(|tail| tail.to_vec()))
+}
+
+/// Serializes one event with `write_event`.
+pub fn sse_write(event: Option<&str>, id: Option<&str>, retry: Option<u64>, data: &str) -> Vec<u8> {
+    let mut out = BytesMut::new();
+    write_event(
+        &EventFields {
+            event,
+            id,
+            retry,
+            data,
+        },
+        &mut out,
+    );
+    out.to_vec()
+}

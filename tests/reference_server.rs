@@ -1,0 +1,701 @@
+//! The reference deployment (`examples/server.rs`) end to end, over HTTP.
+//!
+//! The example's modules are compiled into this test as they are, and the
+//! very router the example serves is served here in-process, on a free
+//! 127.0.0.1 port, with a minimal HTTP/1.1 client (no client dependency).
+//! Every wait is bounded, and every server is stopped at the end of its test.
+
+#![allow(dead_code)]
+
+#[path = "../examples/server/app.rs"]
+mod app;
+#[path = "../examples/server/bus.rs"]
+mod bus;
+#[path = "../examples/server/edge.rs"]
+mod edge;
+#[path = "../examples/server/endpoint.rs"]
+mod endpoint;
+#[path = "../examples/server/handler.rs"]
+mod handler;
+#[path = "../examples/server/listen.rs"]
+mod listen;
+#[path = "../examples/server/store.rs"]
+mod store;
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::timeout;
+
+/// The bound on any single wait in these tests.
+const WAIT: Duration = Duration::from_secs(10);
+/// How long "nothing arrives" is watched for.
+const QUIET: Duration = Duration::from_millis(300);
+
+const MODERN: &str = "2026-07-28";
+const LEGACY: &str = "2025-11-25";
+const ALICE: Option<&str> = Some("alice-token");
+const BOB: Option<&str> = Some("bob-token");
+const ANONYMOUS: Option<&str> = None;
+
+// --- the server --------------------------------------------------------------
+
+struct Server {
+    port: u16,
+    bus: Arc<bus::Bus>,
+    stop_rmcp: Option<Box<dyn FnOnce() + Send>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("local addr").port();
+        let app = app::build(port, false).expect("the example's stack builds");
+        let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
+        let service = app
+            .router
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let server = axum::serve(listener, service).with_graceful_shutdown(async move {
+            let _ = signal.await;
+        });
+        Self {
+            port,
+            bus: app.bus,
+            stop_rmcp: Some(app.stop_rmcp),
+            shutdown: Some(shutdown),
+            task: Some(tokio::spawn(server.into_future())),
+        }
+    }
+
+    /// Ends every stream, stops accepting, and waits (bounded) for the end.
+    async fn stop(mut self) {
+        self.bus.close();
+        if let Some(stop_rmcp) = self.stop_rmcp.take() {
+            stop_rmcp();
+        }
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            match timeout(WAIT, task).await {
+                Ok(result) => result.expect("server task").expect("server"),
+                Err(_) => {
+                    abort.abort();
+                    panic!("the server did not stop within {WAIT:?}");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A failed test still leaves nothing running.
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+// --- a minimal HTTP/1.1 client ------------------------------------------------
+
+struct Response {
+    status: u16,
+    headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+    chunked: bool,
+    remaining: Option<usize>,
+    buffer: String,
+}
+
+impl Response {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The next piece of body, or None at its end.
+    async fn chunk(&mut self) -> Option<Vec<u8>> {
+        if self.chunked {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).await.ok()?;
+            let size = usize::from_str_radix(line.trim().split(';').next()?, 16).ok()?;
+            if size == 0 {
+                return None;
+            }
+            let mut data = vec![0; size + 2];
+            self.reader.read_exact(&mut data).await.ok()?;
+            data.truncate(size);
+            Some(data)
+        } else {
+            let mut data = vec![0; self.remaining.unwrap_or(8192).min(8192)];
+            if data.is_empty() {
+                return None;
+            }
+            let read = self.reader.read(&mut data).await.ok()?;
+            if read == 0 {
+                return None;
+            }
+            data.truncate(read);
+            if let Some(remaining) = &mut self.remaining {
+                *remaining -= read;
+            }
+            Some(data)
+        }
+    }
+
+    /// The whole body (the connection is `Connection: close`).
+    async fn text(mut self) -> String {
+        let mut body = std::mem::take(&mut self.buffer).into_bytes();
+        timeout(WAIT, async {
+            while let Some(chunk) = self.chunk().await {
+                body.extend(chunk);
+            }
+        })
+        .await
+        .expect("body within the bound");
+        String::from_utf8(body).expect("UTF-8 body")
+    }
+
+    /// The JSON of the next SSE event with data, or None when the stream
+    /// ends or nothing arrives within `within`.
+    async fn event_within(&mut self, within: Duration) -> Option<Value> {
+        timeout(within, async {
+            loop {
+                while let Some(end) = self.buffer.find("\n\n") {
+                    let event: String = self.buffer.drain(..end + 2).collect();
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("data:"))
+                        .map(str::trim_start)
+                        .filter(|data| !data.is_empty())
+                        .collect();
+                    if !data.is_empty() {
+                        return Some(serde_json::from_str(&data.join("\n")).expect("JSON event"));
+                    }
+                }
+                let chunk = self.chunk().await?;
+                self.buffer
+                    .push_str(&String::from_utf8(chunk).expect("UTF-8"));
+            }
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    async fn event(&mut self) -> Value {
+        self.event_within(WAIT)
+            .await
+            .expect("an event within the bound")
+    }
+
+    /// The one JSON-RPC message of a response, whether JSON or SSE.
+    async fn message(mut self) -> Value {
+        if self
+            .header("content-type")
+            .is_some_and(|value| value.starts_with("text/event-stream"))
+        {
+            self.event().await
+        } else {
+            serde_json::from_str(&self.text().await).expect("JSON body")
+        }
+    }
+}
+
+async fn request(
+    port: u16,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Response {
+    timeout(WAIT, async {
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let mut reader = BufReader::new(stream);
+        let mut head = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\n");
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+        {
+            head.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let body = body.unwrap_or("");
+        if method == "POST" {
+            head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        }
+        head.push_str("\r\n");
+        head.push_str(body);
+        reader
+            .get_mut()
+            .write_all(head.as_bytes())
+            .await
+            .expect("send");
+
+        let mut status_line = String::new();
+        reader
+            .read_line(&mut status_line)
+            .await
+            .expect("status line");
+        let status = status_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status code");
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).await.expect("header line");
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("name: value");
+            headers.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+        let find = |name: &str| {
+            headers
+                .iter()
+                .find(|(key, _): &&(String, String)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value.clone())
+        };
+        let chunked = find("transfer-encoding").is_some_and(|value| value.contains("chunked"));
+        let remaining = find("content-length").and_then(|value| value.parse().ok());
+        Response {
+            status,
+            headers,
+            reader,
+            chunked,
+            remaining,
+            buffer: String::new(),
+        }
+    })
+    .await
+    .expect("a response head within the bound")
+}
+
+/// A 2026-07-28 request: `_meta` in the body, the standard headers beside it.
+async fn modern(
+    port: u16,
+    token: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+    capabilities: Value,
+) -> Response {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", method),
+    ];
+    if let Some(name) = name {
+        headers.push(("Mcp-Name", name));
+    }
+    if let Some(auth) = &auth {
+        headers.push(("Authorization", auth));
+    }
+    request(port, "POST", &headers, Some(&body.to_string())).await
+}
+
+async fn call_tool(port: u16, token: Option<&str>, tool: &str, arguments: Value) -> Value {
+    let params = json!({ "name": tool, "arguments": arguments });
+    let response = modern(port, token, "tools/call", Some(tool), params, json!({})).await;
+    assert_eq!(response.status, 200, "tools/call {tool}");
+    let message = response.message().await;
+    assert_eq!(message["result"]["isError"], false, "{tool}: {message}");
+    message
+}
+
+/// Opens a listen stream and returns it with its acknowledged notifications.
+async fn listen(port: u16, token: Option<&str>, notifications: Value) -> (Response, Value) {
+    let capabilities = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let params = json!({ "notifications": notifications });
+    let mut stream = modern(
+        port,
+        token,
+        "subscriptions/listen",
+        None,
+        params,
+        capabilities,
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    let ack = stream.event().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    (stream, ack["params"]["notifications"].clone())
+}
+
+async fn open_streams(port: u16) -> u64 {
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut reader = BufReader::new(stream);
+    let head = format!(
+        "GET /debug/streams HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    );
+    reader
+        .get_mut()
+        .write_all(head.as_bytes())
+        .await
+        .expect("send");
+    let mut all = String::new();
+    timeout(WAIT, reader.read_to_string(&mut all))
+        .await
+        .expect("bounded")
+        .expect("read");
+    let body = all.split("\r\n\r\n").nth(1).expect("a body");
+    let value: Value = serde_json::from_str(body).expect("JSON");
+    value["streams"].as_u64().expect("a count")
+}
+
+// --- the tests ---------------------------------------------------------------
+
+#[tokio::test]
+async fn discover_advertises_exactly_what_is_served() {
+    let server = Server::start().await;
+    let response = modern(
+        server.port,
+        ALICE,
+        "server/discover",
+        None,
+        json!({}),
+        json!({}),
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    let result = response.message().await["result"].clone();
+    let capabilities = result["capabilities"].as_object().expect("capabilities");
+    let mut keys: Vec<&str> = capabilities.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["extensions", "logging", "resources", "tools"],
+        "{result}"
+    );
+    assert_eq!(capabilities["tools"], json!({ "listChanged": true }));
+    assert_eq!(
+        capabilities["resources"],
+        json!({ "listChanged": true, "subscribe": true })
+    );
+    assert_eq!(capabilities["logging"], json!({}));
+    assert_eq!(
+        capabilities["extensions"],
+        json!({ "io.modelcontextprotocol/tasks": {} })
+    );
+    assert_eq!(result["resultType"], "complete");
+    assert!(result["ttlMs"].is_u64(), "{result}");
+    assert!(result["cacheScope"].is_string(), "{result}");
+    assert!(result["supportedVersions"]
+        .as_array()
+        .expect("supportedVersions")
+        .contains(&json!(MODERN)));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn legacy_initialize_gets_the_legacy_capabilities_and_a_session() {
+    let server = Server::start().await;
+    let port = server.port;
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": { "name": "reference-test", "version": "1" },
+        },
+    })
+    .to_string();
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", "Bearer alice-token"),
+    ];
+    let response = request(port, "POST", &json, Some(&body)).await;
+    assert_eq!(response.status, 200);
+    let session = response
+        .header("mcp-session-id")
+        .expect("a legacy session")
+        .to_owned();
+    let result = response.message().await["result"].clone();
+    assert_eq!(result["protocolVersion"], LEGACY);
+    assert_eq!(
+        result["capabilities"],
+        json!({
+            "tools": { "listChanged": false },
+            "resources": { "listChanged": false, "subscribe": true },
+        })
+    );
+
+    // The session works the legacy way: initialized, a GET stream, then
+    // resources/subscribe, and a touch arrives on the GET stream.
+    let session_headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", "Bearer alice-token"),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", LEGACY),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let response = request(port, "POST", &session_headers, Some(initialized)).await;
+    assert_eq!(response.status, 202);
+    let mut get = request(port, "GET", &session_headers[1..], None).await;
+    assert_eq!(get.status, 200);
+    let subscribe = |id: u32, uri: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": { "uri": uri } })
+            .to_string()
+    };
+    let ok = request(
+        port,
+        "POST",
+        &session_headers,
+        Some(&subscribe(2, "demo://users/alice/notes")),
+    )
+    .await
+    .message()
+    .await;
+    assert_eq!(ok["result"], json!({}), "{ok}");
+    // Bob's notes: alice may not read them, so she may not subscribe.
+    let refused = request(
+        port,
+        "POST",
+        &session_headers,
+        Some(&subscribe(3, "demo://users/bob/notes")),
+    )
+    .await
+    .message()
+    .await;
+    assert!(refused["error"].is_object(), "{refused}");
+    let touch = json!({
+        "jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": { "name": "touch_resource", "arguments": { "uri": "demo://users/alice/notes" } },
+    })
+    .to_string();
+    let touched = request(port, "POST", &session_headers, Some(&touch))
+        .await
+        .message()
+        .await;
+    assert_eq!(touched["result"]["isError"], false, "{touched}");
+    let update = get.event().await;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "demo://users/alice/notes");
+    drop(get);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn listen_acknowledgments_depend_on_the_caller() {
+    let server = Server::start().await;
+    let asked = json!({
+        "resourceSubscriptions": [
+            "demo://users/alice/notes",
+            "demo://public/readme",
+            "demo://public/static/logo",
+        ],
+    });
+    let (alice, ack) = listen(server.port, ALICE, asked.clone()).await;
+    // The logo never changes: the subscription hook refuses it for everyone.
+    assert_eq!(
+        ack,
+        json!({ "resourceSubscriptions": ["demo://users/alice/notes", "demo://public/readme"] })
+    );
+    let (anonymous, ack) = listen(server.port, ANONYMOUS, asked.clone()).await;
+    assert_eq!(
+        ack,
+        json!({ "resourceSubscriptions": ["demo://public/readme"] })
+    );
+    let (bob, ack) = listen(server.port, BOB, asked).await;
+    assert_eq!(
+        ack,
+        json!({ "resourceSubscriptions": ["demo://public/readme"] })
+    );
+    assert_eq!(open_streams(server.port).await, 3);
+    drop((alice, anonymous, bob));
+    // The streams unregister as soon as the server notices the clients left.
+    timeout(WAIT, async {
+        while open_streams(server.port).await != 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every stream unregistered");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn resource_updates_reach_only_streams_that_may_read_them() {
+    let server = Server::start().await;
+    let port = server.port;
+    let (mut alice, _) = listen(
+        port,
+        ALICE,
+        json!({ "resourceSubscriptions": ["demo://users/alice/notes", "demo://public/readme"] }),
+    )
+    .await;
+    // Bob asks for alice's notes too; they are not acknowledged.
+    let (mut bob, ack) = listen(
+        port,
+        BOB,
+        json!({ "resourceSubscriptions": ["demo://users/alice/notes", "demo://public/readme"] }),
+    )
+    .await;
+    assert_eq!(
+        ack,
+        json!({ "resourceSubscriptions": ["demo://public/readme"] })
+    );
+
+    call_tool(
+        port,
+        ALICE,
+        "touch_resource",
+        json!({ "uri": "demo://users/alice/notes" }),
+    )
+    .await;
+    let update = alice.event().await;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], "demo://users/alice/notes");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    assert_eq!(bob.event_within(QUIET).await, None);
+
+    // Bob's stream is live: the public readme reaches both, and it is the
+    // next thing bob hears.
+    call_tool(
+        port,
+        BOB,
+        "touch_resource",
+        json!({ "uri": "demo://public/readme" }),
+    )
+    .await;
+    for stream in [&mut alice, &mut bob] {
+        let update = stream.event().await;
+        assert_eq!(update["params"]["uri"], "demo://public/readme");
+    }
+    // Bob cannot touch what he cannot read.
+    let params =
+        json!({ "name": "touch_resource", "arguments": { "uri": "demo://users/alice/notes" } });
+    let refused = modern(
+        port,
+        BOB,
+        "tools/call",
+        Some("touch_resource"),
+        params,
+        json!({}),
+    )
+    .await
+    .message()
+    .await;
+    assert!(refused["error"].is_object(), "{refused}");
+    drop((alice, bob));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn task_updates_reach_only_the_owner() {
+    let server = Server::start().await;
+    let port = server.port;
+    let both = json!({ "taskIds": ["task-alice-1", "task-bob-1"] });
+    let (mut alice, ack) = listen(port, ALICE, both.clone()).await;
+    assert_eq!(ack, json!({ "taskIds": ["task-alice-1"] }));
+    let (mut bob, ack) = listen(port, BOB, both).await;
+    assert_eq!(ack, json!({ "taskIds": ["task-bob-1"] }));
+
+    call_tool(
+        port,
+        ALICE,
+        "complete_task",
+        json!({ "taskId": "task-alice-1" }),
+    )
+    .await;
+    let update = alice.event().await;
+    assert_eq!(update["method"], "notifications/tasks");
+    assert_eq!(update["params"]["taskId"], "task-alice-1");
+    assert_eq!(update["params"]["status"], "completed");
+    assert_eq!(bob.event_within(QUIET).await, None);
+
+    call_tool(
+        port,
+        BOB,
+        "complete_task",
+        json!({ "taskId": "task-bob-1" }),
+    )
+    .await;
+    let update = bob.event().await;
+    assert_eq!(update["params"]["taskId"], "task-bob-1");
+    assert_eq!(alice.event_within(QUIET).await, None);
+    drop((alice, bob));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_tokens_and_foreign_hosts_are_refused() {
+    let server = Server::start().await;
+    let port = server.port;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+
+    let unauthorized = request(
+        port,
+        "POST",
+        &[json[0], json[1], ("Authorization", "Bearer mallory-token")],
+        Some(body),
+    )
+    .await;
+    assert_eq!(unauthorized.status, 401);
+    assert_eq!(unauthorized.header("www-authenticate"), Some("Bearer"));
+    let error: Value = serde_json::from_str(&unauthorized.text().await).expect("JSON");
+    assert_eq!(error["error"]["code"], -32001);
+
+    let forbidden = request(
+        port,
+        "POST",
+        &[json[0], json[1], ("Host", "evil.example.com")],
+        Some(body),
+    )
+    .await;
+    assert_eq!(forbidden.status, 403);
+    let origin = format!("127.0.0.1:{port}");
+    let forbidden = request(
+        port,
+        "POST",
+        &[
+            json[0],
+            json[1],
+            ("Host", origin.as_str()),
+            ("Origin", "http://evil.example.com"),
+        ],
+        Some(body),
+    )
+    .await;
+    assert_eq!(forbidden.status, 403);
+    server.stop().await;
+}
