@@ -61,8 +61,6 @@ pin_project! {
 enum Stage {
     /// Reading until the body's method is known.
     Classify,
-    /// Reading an intercepted request whole, for its id.
-    Buffer(Era),
     /// Reading the body for its id, to answer a disguised request.
     Mismatch,
 }
@@ -166,24 +164,14 @@ where
                                     Rejection::BodyTooLarge { limit }.into_response(None)
                                 ));
                             }
-                            if let Some(era) = method.and_then(era_of) {
-                                *stage = Stage::Buffer(era);
-                                continue;
-                            }
-                            None
-                        }
-                        Stage::Buffer(era) => {
-                            match ready!(reader.poll_buffer(cx)) {
-                                Ok(()) => json::request_id(&reader.buffered()).map(|id| {
-                                    let caller =
-                                        profile.principal(parts.as_ref().expect("parts are here"));
-                                    Target::new(id, era, profile.clone(), caller.as_ref())
-                                }),
-                                Err(reason) => {
-                                    tracing::debug!(?reason, "capabilities: request not read whole; response passes through");
-                                    None
-                                }
-                            }
+                            // An intercepted method is decided at the object's closing
+                            // brace, so the whole request, and its id, is in the peek.
+                            method.and_then(era_of).and_then(|era| {
+                                let id = json::request_id(&reader.buffered())?;
+                                let caller =
+                                    profile.principal(parts.as_ref().expect("parts are here"));
+                                Some(Target::new(id, era, profile.clone(), caller.as_ref()))
+                            })
                         }
                         Stage::Mismatch => {
                             let _ = ready!(reader.poll_buffer(cx));

@@ -15,6 +15,9 @@ use crate::{ResponseBody, ServerProfile};
 /// [`ServerProfile`].
 ///
 /// See the [module docs](crate::capabilities) for an example.
+///
+/// Request and response bodies must be `Unpin`, as hyper's, axum's and
+/// tonic's are: the future reads a body before handing it on.
 #[derive(Debug, Clone)]
 pub struct Capabilities<S> {
     inner: S,

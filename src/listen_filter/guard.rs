@@ -209,7 +209,20 @@ impl EventRule for Guard {
                 self.acknowledged = true;
             }
             Verdict::Drop(reason) => {
-                tracing::debug!(reason, "listen stream: dropped a message");
+                // Drops are rare (a leaky inner service): re-reading the method is fine.
+                let kind = json::members(data)
+                    .and_then(|m| {
+                        json::unique(&m, "method")
+                            .ok()
+                            .flatten()
+                            .and_then(json::string)
+                    })
+                    .map(|method| method.into_owned());
+                tracing::debug!(
+                    reason,
+                    kind = kind.as_deref().unwrap_or("-"),
+                    "listen stream: dropped a message"
+                );
             }
         }
     }

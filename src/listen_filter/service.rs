@@ -15,6 +15,9 @@ use crate::{Rejection, ResponseBody, ServerProfile};
 /// `subscriptions/listen` request into the honoured filter for its caller.
 ///
 /// See the [module docs](crate::listen_filter) for an example.
+///
+/// Request and response bodies must be `Unpin`, as hyper's, axum's and
+/// tonic's are: the future reads a body before handing it on.
 #[derive(Debug, Clone)]
 pub struct ListenFilter<S> {
     inner: S,
