@@ -51,7 +51,7 @@ pub fn classify(name: &[u8]) -> &'static str {
     method_name(Method::from_name(name))
 }
 
-/// What a [`Scanner`] said after one `feed`.
+/// What the scanner said after one `feed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanStep {
     /// `feed`'s answer (an outcome name), if decided.

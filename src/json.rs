@@ -70,7 +70,13 @@ pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     unique(&members, "id")
         .ok()
         .flatten()
+        .filter(|id| is_usable_id(id))
         .map(RawValue::to_owned)
+}
+
+/// True for an id an error response may echo: a string or a number.
+pub(crate) fn is_usable_id(id: &RawValue) -> bool {
+    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
 /// True when two JSON-RPC ids are the same value (`1` and `1.0` included).

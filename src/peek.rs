@@ -200,6 +200,11 @@ where
         Poll::Ready(false)
     }
 
+    /// The body's first top-level method, once read.
+    pub(crate) fn method(&self) -> Option<Method> {
+        self.scanner.method()
+    }
+
     /// Bytes read so far.
     #[cfg(test)]
     pub(crate) fn read(&self) -> usize {

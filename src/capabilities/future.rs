@@ -53,6 +53,9 @@ pin_project! {
             parts: Option<response::Parts>,
             target: Option<Target>,
         },
+        Rejected {
+            rejection: Option<Rejection>,
+        },
         Done,
     }
 }
@@ -76,6 +79,15 @@ where
             state: State::Calling {
                 future,
                 target: None,
+            },
+            profile,
+        }
+    }
+
+    pub(super) fn rejected(rejection: Rejection, profile: ServerProfile) -> Self {
+        Self {
+            state: State::Rejected {
+                rejection: Some(rejection),
             },
             profile,
         }
@@ -253,6 +265,12 @@ where
                     };
                     self.as_mut().project().state.set(State::Done);
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                StateProj::Rejected { rejection } => {
+                    let rejection = rejection
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Ok(rejection.into_response(None)));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             };

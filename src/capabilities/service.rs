@@ -6,9 +6,10 @@ use tower_service::Service;
 
 use super::future::ResponseFuture;
 use super::CapabilitiesLayer;
-use crate::peek::{is_encoded, is_inspected, Peek};
+use crate::peek::{content_length, header_method, is_encoded, is_inspected, Peek};
 use crate::replay::ReplayBody;
-use crate::{ResponseBody, ServerProfile};
+use crate::scan::Method;
+use crate::{Rejection, ResponseBody, ServerProfile};
 
 /// Middleware that fills in the `capabilities` of every `initialize`
 /// (legacy era) and `server/discover` (modern era) result from a
@@ -75,9 +76,26 @@ where
         // The response to this request is decided only once its body was
         // peeked, so the future calls the inner service later. Take the
         // service that `poll_ready` readied and leave a clone in its place.
+        let limit = self.profile.limits().max_listen_body;
+        match header_method(&parts.headers) {
+            // A listen is the listen filter's to read; a disguised one it refuses.
+            Some(Method::Listen) => {
+                let request = Request::from_parts(parts, ReplayBody::pass_through(body));
+                return ResponseFuture::calling(self.inner.call(request), self.profile.clone());
+            }
+            Some(Method::Initialize | Method::Discover)
+                if content_length(&parts.headers).is_some_and(|n| n > limit as u64) =>
+            {
+                return ResponseFuture::rejected(
+                    Rejection::BodyTooLarge { limit },
+                    self.profile.clone(),
+                );
+            }
+            _ => {}
+        }
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let peek = Peek::new(body, self.profile.limits().max_listen_body);
+        let peek = Peek::new(body, limit);
         ResponseFuture::peeking(inner, parts, peek, self.profile.clone())
     }
 }

@@ -124,11 +124,16 @@ where
 }
 
 /// The next stage once the body's method is known, by the header rules;
-/// `None` passes the request on.
-fn classify(peeked: Peeked, headers: &HeaderMap, limit: usize) -> Option<Stage> {
+/// `None` passes the request on. `first` is the body's first top-level
+/// method, when it was read.
+fn classify(
+    peeked: Peeked,
+    first: Option<Method>,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Option<Stage> {
     let named = header_method(headers);
     let refuse = |rejection| Some(Stage::Refuse(rejection));
-    let duplicate = Rejection::InvalidRequest("the request has more than one `method`");
     match peeked {
         Peeked::Decided(Outcome::Method(Method::Listen)) => {
             if named.is_some_and(|named| named != Method::Listen) {
@@ -139,14 +144,21 @@ fn classify(peeked: Peeked, headers: &HeaderMap, limit: usize) -> Option<Stage> 
                 Some(Stage::Listen)
             }
         }
-        Peeked::Decided(Outcome::DuplicateMethod) => refuse(duplicate),
+        Peeked::Decided(Outcome::DuplicateMethod) => refuse(Rejection::InvalidRequest(
+            "the request has more than one `method`",
+        )),
         // The method must be named within the limit: past it, a listen could hide.
         Peeked::TooLarge(_) => refuse(Rejection::BodyTooLarge { limit }),
-        _ if named == Some(Method::Listen) => refuse(match peeked {
-            Peeked::Decided(Outcome::Invalid) => Rejection::Parse,
-            Peeked::BodyError => Rejection::BodyUnreadable,
-            _ => Rejection::HeaderMismatch,
-        }),
+        // A body that says or is said to be a listen but cannot be read as one.
+        Peeked::Decided(Outcome::Invalid) | Peeked::BodyError
+            if named == Some(Method::Listen) || first == Some(Method::Listen) =>
+        {
+            refuse(match peeked {
+                Peeked::BodyError => Rejection::BodyUnreadable,
+                _ => Rejection::Parse,
+            })
+        }
+        _ if named == Some(Method::Listen) => refuse(Rejection::HeaderMismatch),
         Peeked::Decided(Outcome::Batch) => Some(Stage::Batch),
         Peeked::Decided(_) | Peeked::BodyError => None,
     }
@@ -204,7 +216,7 @@ where
                         Stage::Classify => {
                             let peeked = ready!(reader.poll_classify(cx));
                             let headers = &parts.as_ref().expect("parts are here").headers;
-                            match classify(peeked, headers, limit) {
+                            match classify(peeked, reader.method(), headers, limit) {
                                 Some(next) => {
                                     *stage = next;
                                     continue;

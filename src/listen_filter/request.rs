@@ -26,7 +26,8 @@ impl<'a> ListenRequest<'a> {
         let refuse = |message| {
             (
                 Rejection::InvalidRequest(message),
-                id.map(RawValue::to_owned),
+                id.filter(|id| json::is_usable_id(id))
+                    .map(RawValue::to_owned),
             )
         };
         json::unique(&members, "method")
@@ -34,9 +35,7 @@ impl<'a> ListenRequest<'a> {
         let params = json::unique(&members, "params")
             .map_err(|()| refuse("the request has more than one `params`"))?;
         let id = match id {
-            Some(id) if matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => {
-                id
-            }
+            Some(id) if json::is_usable_id(id) => id,
             Some(_) => {
                 return Err(refuse(
                     "the id of a listen request must be a string or a number",
