@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --example soak -- --port PORT [--pid SERVER_PID]
 //!     [--streams 10000] [--wave 500] [--requests 1000000] [--workers 16]
+//!     [--rss-baseline-wave 1]
 //! ```
 //!
 //! Two phases, against `http://127.0.0.1:PORT` only:
@@ -12,7 +13,7 @@
 //!    `GET /debug/streams` counts them, drops them all (the client closes
 //!    the connections), and waits for the count to fall back to 0. With
 //!    `--pid`, the server's RSS is read after each wave: the last must be
-//!    within 10 % of the first.
+//!    within 10 % of the one after wave `--rss-baseline-wave` (default 1).
 //! 2. Mixed requests: `--requests` requests over `--workers` keep-alive
 //!    connections: `server/discover`, `tools/call` echo, listen open and
 //!    close (a fresh connection each), and listens with a bad filter (400).
@@ -46,6 +47,7 @@ struct Args {
     wave: u64,
     requests: u64,
     workers: u64,
+    rss_baseline_wave: u64,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -56,6 +58,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         wave: 500,
         requests: 1_000_000,
         workers: 16,
+        rss_baseline_wave: 1,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -68,6 +71,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             "--wave" => args.wave = number()?.max(1),
             "--requests" => args.requests = number()?,
             "--workers" => args.workers = number()?.max(1),
+            "--rss-baseline-wave" => args.rss_baseline_wave = number()?.max(1),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -285,7 +289,8 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
     let waves = args.streams.div_ceil(args.wave);
-    let mut first_rss = None;
+    let mut baseline_rss = None;
+    let mut halfway_rss = None;
     let mut last_rss = None;
     let started = Instant::now();
     for wave in 0..waves {
@@ -319,8 +324,11 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
             failures.record("streams left after a wave", left);
         }
         let rss = args.pid.and_then(rss_kib);
-        if wave == 0 {
-            first_rss = rss;
+        if wave + 1 == args.rss_baseline_wave {
+            baseline_rss = rss;
+        }
+        if wave + 1 == waves.div_ceil(2) {
+            halfway_rss = rss;
         }
         last_rss = rss;
         if wave == 0 || wave + 1 == waves || (wave + 1) % 5 == 0 {
@@ -334,9 +342,20 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
         started.elapsed().as_secs_f64(),
         open_streams(args.port).await?
     );
-    if let (Some(first), Some(last)) = (first_rss, last_rss) {
-        let growth = (last as f64 - first as f64) / first as f64 * 100.0;
-        println!("RSS after wave 1: {first} KiB, after the last: {last} KiB ({growth:+.1} %)");
+    let growth = |from: u64, to: u64| (to as f64 - from as f64) / from as f64 * 100.0;
+    if let (Some(half), Some(last)) = (halfway_rss, last_rss) {
+        println!(
+            "RSS after wave {}: {half} KiB, after the last: {last} KiB ({:+.1} %)",
+            waves.div_ceil(2),
+            growth(half, last)
+        );
+    }
+    if let (Some(base), Some(last)) = (baseline_rss, last_rss) {
+        let growth = growth(base, last);
+        println!(
+            "RSS after wave {}: {base} KiB, after the last: {last} KiB ({growth:+.1} %, limit 10 %)",
+            args.rss_baseline_wave
+        );
         if growth.abs() > 10.0 {
             failures.record("RSS", format!("{growth:+.1} % (limit 10 %)"));
         }
@@ -526,6 +545,9 @@ async fn main() -> Result<()> {
         left = open_streams(args.port).await?;
     }
     println!("streams registered at the end: {left}");
+    if let Some(rss) = args.pid.and_then(rss_kib) {
+        println!("server RSS at the end: {rss} KiB");
+    }
     if left != 0 {
         failures.record("streams left at the end", left);
     }

@@ -461,6 +461,20 @@ async fn legacy_initialize_gets_the_legacy_capabilities_and_a_session() {
         ("MCP-Protocol-Version", LEGACY),
     ];
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    // The session is alice's: bob and anonymous callers presenting its id
+    // are answered as for an unknown session.
+    for stranger in [Some("Bearer bob-token"), None] {
+        let mut headers = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("MCP-Protocol-Version", LEGACY),
+        ];
+        headers.extend(stranger.map(|token| ("Authorization", token)));
+        let response = request(port, "POST", &headers, Some(initialized)).await;
+        assert_eq!(response.status, 404, "{stranger:?}");
+        assert_eq!(request(port, "GET", &headers[1..], None).await.status, 404);
+    }
     let response = request(port, "POST", &session_headers, Some(initialized)).await;
     assert_eq!(response.status, 202);
     let mut get = request(port, "GET", &session_headers[1..], None).await;

@@ -108,6 +108,10 @@ pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
         .with_state(bus.clone());
     // `layer` wraps what is already there: the last one added runs first.
     let router = routes
+        .layer(from_fn_with_state(
+            edge::Sessions::default(),
+            edge::bind_sessions,
+        ))
         .layer(from_fn(edge::bearer_auth))
         .merge(debug)
         .layer(from_fn_with_state(port, edge::loopback_only));

@@ -3,6 +3,9 @@
 //! Both answer a rejected request themselves, with a JSON-RPC error body
 //! that has no `id` (the body was never read, so the id is unknown).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -11,6 +14,9 @@ use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use mcp_edge::Principal;
 use serde_json::json;
+
+/// The legacy-era session header.
+const MCP_SESSION_ID: &str = "mcp-session-id";
 
 /// The bearer tokens this demo knows, and whose they are.
 const TOKENS: &[(&str, &str)] = &[("alice-token", "alice"), ("bob-token", "bob")];
@@ -50,6 +56,42 @@ pub async fn bearer_auth(mut request: Request, next: Next) -> Response {
         request.extensions_mut().insert(principal);
     }
     next.run(request).await
+}
+
+/// Which caller opened each legacy session.
+#[derive(Clone, Default)]
+pub struct Sessions(Arc<Mutex<HashMap<HeaderValue, Option<Principal>>>>);
+
+/// Binds a legacy-era session (`Mcp-Session-Id`) to the caller that opened
+/// it: another caller presenting the id is answered 404, as for an unknown
+/// session, so a leaked id does not let it hear the session's stream.
+pub async fn bind_sessions(
+    State(sessions): State<Sessions>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let caller = request.extensions().get::<Principal>().cloned();
+    let presented = request.headers().get(MCP_SESSION_ID).cloned();
+    if let Some(id) = &presented {
+        let owner = sessions.0.lock().expect("sessions lock").get(id).cloned();
+        if owner.is_some_and(|owner| owner != caller) {
+            return rejection(StatusCode::NOT_FOUND, -32600, "Session not found");
+        }
+        if request.method() == http::Method::DELETE {
+            sessions.0.lock().expect("sessions lock").remove(id);
+        }
+    }
+    let response = next.run(request).await;
+    if presented.is_none() {
+        if let Some(id) = response.headers().get(MCP_SESSION_ID) {
+            sessions
+                .0
+                .lock()
+                .expect("sessions lock")
+                .insert(id.clone(), caller);
+        }
+    }
+    response
 }
 
 fn principal_for(value: &HeaderValue) -> Option<Principal> {
