@@ -19,7 +19,7 @@ use crate::scan::{Method, Outcome, Scanner};
 const MCP_METHOD: &str = "mcp-method";
 
 /// True for requests whose body the layers look into: `POST` with a JSON
-/// content type and no content encoding the layer could not read through.
+/// content type.
 pub(crate) fn is_inspected(method: &HttpMethod, headers: &HeaderMap) -> bool {
     method == HttpMethod::POST && is_json(headers)
 }

@@ -69,6 +69,9 @@ pub struct Limits {
     /// Most task ids in `taskIds` (default 1000).
     pub max_task_ids: usize,
     /// Most bytes of a listen request body the layer buffers (default 1 MiB).
+    /// It also bounds how far into a JSON `POST` the layers look for its
+    /// `method` (the listen filter answers 413 past it) and the largest JSON
+    /// `initialize`/`server/discover` response the capabilities layer rewrites.
     pub max_listen_body: usize,
 }
 

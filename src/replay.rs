@@ -142,10 +142,10 @@ impl<B: Body> Body for ReplayBody<B> {
                 };
                 if let (Some(scanner), Some(data)) = (watch.as_mut(), data) {
                     match scanner.feed(data) {
-                        Some(Outcome::DuplicateMethod) => {
-                            tracing::debug!(
-                                "request body has a second top-level `method`; cut short"
-                            );
+                        // A second method, or bytes this scan cannot read as JSON
+                        // (a lenient parser might): either could hide a listen.
+                        Some(Outcome::DuplicateMethod | Outcome::Invalid) => {
+                            tracing::debug!("request body has a second top-level `method` or is not JSON; cut short");
                             rest.set(None);
                             *watch = None;
                             return Poll::Ready(None);

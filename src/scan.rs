@@ -448,8 +448,18 @@ impl Scanner {
                     self.high = None;
                     self.state = State::Value;
                 }
-                b'{' | b'[' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                b'{' | b'[' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n' if !self.whole => {
                     return Some(Outcome::NoMethod)
+                }
+                // A watching scan goes on: a later `method` could still be a listen.
+                b'{' | b'[' => {
+                    self.method = Some(Method::Other);
+                    self.depth = 1;
+                    self.state = State::Nested;
+                }
+                b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                    self.method = Some(Method::Other);
+                    self.state = State::Scalar;
                 }
                 _ if is_ws(b) => {}
                 _ => return Some(Outcome::Invalid),
@@ -1539,6 +1549,19 @@ mod tests {
                 "{body}"
             );
             assert_eq!(scanner.method(), Some(Method::Other));
+        }
+        for first in ["null", "5", "{\"a\":[1]}", "[\"x\"]", "true"] {
+            let body = format!(r#"{{"method":{first},"method":"subscriptions/listen"}}"#);
+            assert_eq!(
+                Scanner::whole().feed(body.as_bytes()),
+                Some(Outcome::DuplicateMethod),
+                "{body}"
+            );
+            assert_eq!(
+                Scanner::new().feed(body.as_bytes()),
+                Some(Outcome::NoMethod),
+                "{body}"
+            );
         }
         let mut scanner = Scanner::whole();
         assert_eq!(scanner.feed(br#"{"method":"tools/call","#), None);

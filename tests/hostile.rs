@@ -846,3 +846,62 @@ async fn header_and_body_disagree_in_every_direction() {
         assert_eq!(probe.calls(), 0, "header {header}, body {method}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// 9. What a lenient parser behind the layers could read differently.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_non_string_first_method_does_not_hide_a_listen() {
+    for first in ["null", "5", r#"{"a":[1]}"#, "true"] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":{first},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}}}}}}"#
+        );
+        let probe = Arc::new(Probe::default());
+        let response = send(&probe, post_json(None, body.clone())).await;
+        refused(response, StatusCode::BAD_REQUEST, -32600, json!(3)).await;
+        assert_eq!(probe.calls(), 0, "{body}");
+        for feed in splits(Box::leak(body.into_boxed_str())) {
+            send(&probe, post_stream(None, feed)).await;
+        }
+        assert_eq!(probe.unhonoured_listen.load(Ordering::SeqCst), 0, "{first}");
+    }
+}
+
+#[tokio::test]
+async fn bodies_the_scan_cannot_read_as_json_are_parse_errors() {
+    let listen =
+        r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{}}}"#;
+    let with_bom = [&b"\xEF\xBB\xBF"[..], listen.as_bytes()].concat();
+    let with_nan = r#"{"method":"tools/call","x":NaN,"method":"subscriptions/listen","params":{"notifications":{}}}"#;
+    for body in [Bytes::from(with_bom), Bytes::from(with_nan)] {
+        let probe = Arc::new(Probe::default());
+        let response = send(&probe, post_json(None, body)).await;
+        refused(response, StatusCode::BAD_REQUEST, -32700, Value::Null).await;
+        assert_eq!(probe.calls(), 0);
+    }
+    // A batch that is not JSON is refused too: it cannot be checked for a listen.
+    let probe = Arc::new(Probe::default());
+    let response = send(
+        &probe,
+        post_json(None, r#"[{"method":"subscriptions/listen"}, NaN]"#),
+    )
+    .await;
+    refused(response, StatusCode::BAD_REQUEST, -32700, Value::Null).await;
+    assert_eq!(probe.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_listen_without_a_content_type_is_honoured() {
+    let body = r#"{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":false}}}"#;
+    let probe = Arc::new(Probe::default());
+    let request = Request::post("/mcp").body(Body::from(body)).unwrap();
+    send(&probe, request).await;
+    let seen = probe.last();
+    assert!(seen.filter, "the inner got the HonouredFilter");
+    let received: Value = serde_json::from_slice(&seen.body.unwrap()).unwrap();
+    assert_eq!(
+        received["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+}

@@ -169,7 +169,9 @@ where
                                 continue;
                             }
                             if matches!(peeked, Peeked::TooLarge(Some(m)) if era_of(m).is_some()) {
-                                // Never fail open: an oversized discover is refused, not passed unrewritten.
+                                // Never fail open: an oversized discover is refused, not passed
+                                // on unrewritten. A body that names no method within the limit
+                                // cannot be classified and passes on.
                                 let limit = profile.limits().max_listen_body;
                                 self.as_mut().project().state.set(State::Done);
                                 return Poll::Ready(Ok(

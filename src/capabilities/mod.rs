@@ -16,7 +16,9 @@
 //! replayed, never buffered whole.
 //!
 //! A request whose `Mcp-Method` header and body `method` disagree, where
-//! either is `initialize` or `server/discover`, is answered with -32020.
+//! either is `initialize` or `server/discover`, is answered with -32020; an
+//! `initialize` or `server/discover` longer than the profile's body limit
+//! with 413. A compressed request body is not looked into.
 //!
 //! # Example
 //!

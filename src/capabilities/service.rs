@@ -77,21 +77,13 @@ where
         // peeked, so the future calls the inner service later. Take the
         // service that `poll_ready` readied and leave a clone in its place.
         let limit = self.profile.limits().max_listen_body;
-        match header_method(&parts.headers) {
-            // A listen is the listen filter's to read; a disguised one it refuses.
-            Some(Method::Listen) => {
-                let request = Request::from_parts(parts, ReplayBody::pass_through(body));
-                return ResponseFuture::calling(self.inner.call(request), self.profile.clone());
-            }
-            Some(Method::Initialize | Method::Discover)
-                if content_length(&parts.headers).is_some_and(|n| n > limit as u64) =>
-            {
-                return ResponseFuture::rejected(
-                    Rejection::BodyTooLarge { limit },
-                    self.profile.clone(),
-                );
-            }
-            _ => {}
+        if header_method(&parts.headers).is_some_and(Method::is_intercepted)
+            && content_length(&parts.headers).is_some_and(|n| n > limit as u64)
+        {
+            return ResponseFuture::rejected(
+                Rejection::BodyTooLarge { limit },
+                self.profile.clone(),
+            );
         }
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);

@@ -149,14 +149,10 @@ fn classify(
         )),
         // The method must be named within the limit: past it, a listen could hide.
         Peeked::TooLarge(_) => refuse(Rejection::BodyTooLarge { limit }),
-        // A body that says or is said to be a listen but cannot be read as one.
-        Peeked::Decided(Outcome::Invalid) | Peeked::BodyError
-            if named == Some(Method::Listen) || first == Some(Method::Listen) =>
-        {
-            refuse(match peeked {
-                Peeked::BodyError => Rejection::BodyUnreadable,
-                _ => Rejection::Parse,
-            })
+        // Not JSON to this layer: a lenient parser behind it could still find a listen.
+        Peeked::Decided(Outcome::Invalid) => refuse(Rejection::Parse),
+        Peeked::BodyError if named == Some(Method::Listen) || first == Some(Method::Listen) => {
+            refuse(Rejection::BodyUnreadable)
         }
         _ if named == Some(Method::Listen) => refuse(Rejection::HeaderMismatch),
         Peeked::Decided(Outcome::Batch) => Some(Stage::Batch),
@@ -240,15 +236,20 @@ where
                             }
                         },
                         Stage::Batch => match ready!(reader.poll_buffer(cx)) {
-                            Ok(()) if batch_has_listen(&reader.buffered()) => State::Rejected {
-                                refusal: Some((
-                                    Rejection::InvalidRequest(
-                                        "a batch must not contain a listen request",
-                                    ),
-                                    None,
-                                )),
+                            Ok(()) => match batch_has_listen(&reader.buffered()) {
+                                Some(false) => pass_on(peek, parts, service),
+                                Some(true) => State::Rejected {
+                                    refusal: Some((
+                                        Rejection::InvalidRequest(
+                                            "a batch must not contain a listen request",
+                                        ),
+                                        None,
+                                    )),
+                                },
+                                None => State::Rejected {
+                                    refusal: Some((Rejection::Parse, None)),
+                                },
                             },
-                            Ok(()) => pass_on(peek, parts, service),
                             Err(error) => State::Rejected {
                                 refusal: Some((refusal_for(error, limit), None)),
                             },

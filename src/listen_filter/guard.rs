@@ -24,7 +24,10 @@ pub(crate) struct Guard {
 
 /// What the guard does with one message.
 enum Verdict {
+    /// A notification for this subscription: the ack must precede it.
     Keep,
+    /// The listen's own response or a server-to-client request: passes as is.
+    Pass,
     Drop(&'static str),
     /// An acknowledgment for this subscription, rewritten to the honoured ack.
     Ack(Vec<u8>),
@@ -70,13 +73,13 @@ impl Guard {
         let Some(method) = method.and_then(json::string) else {
             // A response: only the listen's own (its graceful close) belongs here.
             return match id {
-                Some(id) if json::same_id(id, self.filter.subscription_id()) => Verdict::Keep,
+                Some(id) if json::same_id(id, self.filter.subscription_id()) => Verdict::Pass,
                 _ => Verdict::Drop("response to another request"),
             };
         };
         if !method.starts_with("notifications/") {
             // A server-to-client request (ping and the like) is not a notification.
-            return Verdict::Keep;
+            return Verdict::Pass;
         }
         let params = params.and_then(|p| json::members(p.get()));
         if let Some(tag) = params.as_ref().and_then(|p| subscription_tag(p)) {
@@ -184,6 +187,7 @@ impl EventRule for Guard {
             return;
         };
         match self.judge(data) {
+            Verdict::Pass => out.push_back(event.raw),
             Verdict::Keep => {
                 if !self.acknowledged {
                     self.acknowledged = true;
@@ -254,6 +258,33 @@ mod tests {
         );
         assert_eq!(narrowed(&ours, &raw("{}")).unwrap(), "{}");
         assert!(narrowed(&ours, &raw("[]")).is_none());
+    }
+
+    #[test]
+    fn the_listens_own_response_passes_without_an_ack() {
+        let profile = crate::ServerProfile::builder().build().unwrap();
+        let (parts, ()) = http::Request::new(()).into_parts();
+        let id = raw("7");
+        let params = raw(r#"{"notifications":{"toolsListChanged":true}}"#);
+        let filter = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(crate::honour(&profile, &parts, &id, Some(&params)))
+            .unwrap();
+        let mut guard = Guard::new(filter);
+        let mut parser = sse::Parser::new();
+        parser.push(Bytes::from_static(
+            b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32022,\"message\":\"x\"}}\n\n",
+        ));
+        let event = parser.next_event().unwrap();
+        let expected = event.raw.clone();
+        let mut out = VecDeque::new();
+        guard.on_event(event, &mut out);
+        assert_eq!(
+            out,
+            [expected],
+            "no acknowledgment before the listen's own error"
+        );
     }
 
     #[test]

@@ -60,21 +60,22 @@ impl<'a> ListenRequest<'a> {
     }
 }
 
-/// True when a JSON-RPC batch holds a listen request (under any of its `method` keys).
-pub(crate) fn batch_has_listen(body: &[u8]) -> bool {
-    let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(body) else {
-        return false;
-    };
-    items
-        .iter()
-        .filter_map(|item| json::members(item.get()))
-        .any(|members| {
-            members.iter().any(|(key, value)| {
-                key == "method"
-                    && json::string(value)
-                        .is_some_and(|m| Method::from_name(m.as_bytes()) == Method::Listen)
-            })
-        })
+/// Whether a JSON-RPC batch holds a listen request (under any of its
+/// `method` keys); `None` when the body is not a JSON array.
+pub(crate) fn batch_has_listen(body: &[u8]) -> Option<bool> {
+    let items = serde_json::from_slice::<Vec<&RawValue>>(body).ok()?;
+    Some(
+        items
+            .iter()
+            .filter_map(|item| json::members(item.get()))
+            .any(|members| {
+                members.iter().any(|(key, value)| {
+                    key == "method"
+                        && json::string(value)
+                            .is_some_and(|m| Method::from_name(m.as_bytes()) == Method::Listen)
+                })
+            }),
+    )
 }
 
 #[cfg(test)]
@@ -141,13 +142,22 @@ mod tests {
 
     #[test]
     fn batches_with_listen() {
-        assert!(batch_has_listen(
-            br#"[{"id":1,"method":"tools/list"},{"id":2,"method":"subscriptions\/listen"}]"#
-        ));
-        assert!(batch_has_listen(
-            br#"[{"id":1,"method":"tools/list","method":"subscriptions/listen"}]"#
-        ));
-        assert!(!batch_has_listen(br#"[{"id":1,"method":"tools/list"}]"#));
-        assert!(!batch_has_listen(b"[1, 2"));
+        assert_eq!(
+            batch_has_listen(
+                br#"[{"id":1,"method":"tools/list"},{"id":2,"method":"subscriptions\/listen"}]"#
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            batch_has_listen(
+                br#"[{"id":1,"method":"tools/list","method":"subscriptions/listen"}]"#
+            ),
+            Some(true)
+        );
+        assert_eq!(
+            batch_has_listen(br#"[{"id":1,"method":"tools/list"}]"#),
+            Some(false)
+        );
+        assert_eq!(batch_has_listen(b"[1, 2"), None);
     }
 }

@@ -65,7 +65,7 @@ impl<S> ListenFilter<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ListenFilter<S>
 where
     S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body + Unpin + Send + 'static,
+    ReqBody: Body + Unpin,
     ResBody: Body + Unpin,
 {
     type Response = Response<ResponseBody<ResBody>>;
@@ -80,8 +80,12 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
         let named = header_method(&parts.headers);
+        // A POST without a content type is inspected too: a lenient inner
+        // service might read it as JSON.
         let inspected = parts.method == http::Method::POST
-            && (is_json(&parts.headers) || named == Some(Method::Listen));
+            && (is_json(&parts.headers)
+                || !parts.headers.contains_key(http::header::CONTENT_TYPE)
+                || named == Some(Method::Listen));
         if !inspected {
             let request = Request::from_parts(parts, ReplayBody::pass_through(body));
             return ResponseFuture::calling(self.inner.call(request), None);
