@@ -467,9 +467,12 @@ fn strings<'a>(
         .enumerate()
         .map(|(index, item)| {
             json::string(item).ok_or_else(|| {
+                let got = match json::kind(item) {
+                    "a string" => "a string that is not valid Unicode",
+                    other => other,
+                };
                 invalid(format!(
-                    "`notifications.{field}` must be an array of strings, got {} at index {index}",
-                    json::kind(item)
+                    "`notifications.{field}` must be an array of strings, got {got} at index {index}"
                 ))
             })
         })
@@ -534,24 +537,18 @@ fn has_tasks_extension(caps: &Map<String, Value>) -> bool {
         .is_some()
 }
 
-/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions` has the tasks extension.
+/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions` has the
+/// tasks extension (objects at every level; anything else declares nothing).
 fn declares_tasks(meta: Option<&RawValue>) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Meta<'a> {
-        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
-        client_capabilities: Option<&'a RawValue>,
+    fn member<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+        json::unique(&json::members(object.get())?, key)
+            .ok()
+            .flatten()
     }
-    #[derive(serde::Deserialize)]
-    struct ClientCapabilities {
-        extensions: Option<Map<String, Value>>,
-    }
-    let Some(meta) = meta else { return false };
-    serde_json::from_str::<Meta<'_>>(meta.get())
-        .ok()
-        .and_then(|m| m.client_capabilities)
-        .and_then(|c| serde_json::from_str::<ClientCapabilities>(c.get()).ok())
-        .and_then(|c| c.extensions)
-        .is_some_and(|ext| ext.contains_key(TASKS_EXTENSION))
+    meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
+        .and_then(|caps| member(caps, "extensions"))
+        .and_then(|extensions| member(extensions, TASKS_EXTENSION))
+        .is_some()
 }
 
 /// The acknowledgment's `notifications` object, written in request order.

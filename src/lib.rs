@@ -39,6 +39,8 @@ pub mod capabilities;
 mod era;
 mod event_stream;
 mod filter;
+#[doc(hidden)]
+pub mod fuzzing;
 mod hooks;
 mod json;
 pub mod jsonrpc;
