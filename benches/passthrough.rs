@@ -21,11 +21,27 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let mut v = Vec::new();
-    for (size, sname) in [(1024, "1KiB"), (64 * 1024, "64KiB"), (4 * 1024 * 1024, "4MiB")] {
-        v.push(Case { label: leak(format!("{sname}_first")), chunks: split(&tools_call(size, false)) });
-        v.push(Case { label: leak(format!("{sname}_last")), chunks: split(&tools_call(size, true)) });
+    for (size, sname) in [
+        (1024, "1KiB"),
+        (64 * 1024, "64KiB"),
+        (4 * 1024 * 1024, "4MiB"),
+    ] {
+        v.push(Case {
+            label: leak(format!("{sname}_first")),
+            chunks: split(&tools_call(size, false)),
+        });
+        // Method last past the 1 MiB limit is refused with 413 by design (a listen could hide there).
+        if size <= 1024 * 1024 {
+            v.push(Case {
+                label: leak(format!("{sname}_last")),
+                chunks: split(&tools_call(size, true)),
+            });
+        }
     }
-    v.push(Case { label: "4MiB_structured", chunks: split(&tools_call_structured(4 * 1024 * 1024)) });
+    v.push(Case {
+        label: "4MiB_structured",
+        chunks: split(&tools_call_structured(4 * 1024 * 1024)),
+    });
     v
 }
 
@@ -46,14 +62,24 @@ fn main() {
         .layer(CapabilitiesLayer::new(p.clone()))
         .layer(ListenFilterLayer::new(p.clone()))
         .service(inner.clone());
-    let mut caps = ServiceBuilder::new().layer(CapabilitiesLayer::new(p.clone())).service(inner.clone());
-    let mut listen = ServiceBuilder::new().layer(ListenFilterLayer::new(p.clone())).service(inner.clone());
+    let mut caps = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(p.clone()))
+        .service(inner.clone());
+    let mut listen = ServiceBuilder::new()
+        .layer(ListenFilterLayer::new(p.clone()))
+        .service(inner.clone());
 
     let cases = cases();
     // Sanity: every variant sees and answers the whole request.
     for case in &cases {
-        let a = roundtrip(&mut bare, post("tools/call", Some("echo"), chunk_body(&case.chunks)));
-        let b = roundtrip(&mut both, post("tools/call", Some("echo"), chunk_body(&case.chunks)));
+        let a = roundtrip(
+            &mut bare,
+            post("tools/call", Some("echo"), chunk_body(&case.chunks)),
+        );
+        let b = roundtrip(
+            &mut both,
+            post("tools/call", Some("echo"), chunk_body(&case.chunks)),
+        );
         assert_eq!(a, b, "{}", case.label);
     }
 
@@ -64,16 +90,36 @@ fn main() {
         g.throughput(criterion::Throughput::Bytes(bytes));
         let ch = &case.chunks;
         g.bench_function("bare", |b| {
-            b.iter(|| black_box(roundtrip(&mut bare, post("tools/call", Some("echo"), chunk_body(ch)))))
+            b.iter(|| {
+                black_box(roundtrip(
+                    &mut bare,
+                    post("tools/call", Some("echo"), chunk_body(ch)),
+                ))
+            })
         });
         g.bench_function("both", |b| {
-            b.iter(|| black_box(roundtrip(&mut both, post("tools/call", Some("echo"), chunk_body(ch)))))
+            b.iter(|| {
+                black_box(roundtrip(
+                    &mut both,
+                    post("tools/call", Some("echo"), chunk_body(ch)),
+                ))
+            })
         });
         g.bench_function("caps_only", |b| {
-            b.iter(|| black_box(roundtrip(&mut caps, post("tools/call", Some("echo"), chunk_body(ch)))))
+            b.iter(|| {
+                black_box(roundtrip(
+                    &mut caps,
+                    post("tools/call", Some("echo"), chunk_body(ch)),
+                ))
+            })
         });
         g.bench_function("listen_only", |b| {
-            b.iter(|| black_box(roundtrip(&mut listen, post("tools/call", Some("echo"), chunk_body(ch)))))
+            b.iter(|| {
+                black_box(roundtrip(
+                    &mut listen,
+                    post("tools/call", Some("echo"), chunk_body(ch)),
+                ))
+            })
         });
         g.finish();
         if !quick_mode() {
@@ -81,16 +127,28 @@ fn main() {
             let rows = interleaved(
                 &mut [
                     ("bare", &mut || {
-                        black_box(roundtrip(&mut bare, post("tools/call", Some("echo"), chunk_body(ch))));
+                        black_box(roundtrip(
+                            &mut bare,
+                            post("tools/call", Some("echo"), chunk_body(ch)),
+                        ));
                     }),
                     ("both", &mut || {
-                        black_box(roundtrip(&mut both, post("tools/call", Some("echo"), chunk_body(ch))));
+                        black_box(roundtrip(
+                            &mut both,
+                            post("tools/call", Some("echo"), chunk_body(ch)),
+                        ));
                     }),
                     ("caps_only", &mut || {
-                        black_box(roundtrip(&mut caps, post("tools/call", Some("echo"), chunk_body(ch))));
+                        black_box(roundtrip(
+                            &mut caps,
+                            post("tools/call", Some("echo"), chunk_body(ch)),
+                        ));
                     }),
                     ("listen_only", &mut || {
-                        black_box(roundtrip(&mut listen, post("tools/call", Some("echo"), chunk_body(ch))));
+                        black_box(roundtrip(
+                            &mut listen,
+                            post("tools/call", Some("echo"), chunk_body(ch)),
+                        ));
                     }),
                 ],
                 21,

@@ -9,14 +9,14 @@ use std::collections::VecDeque;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http::{header, HeaderMap, Method as HttpMethod};
+use http::{header, HeaderMap, HeaderName, Method as HttpMethod};
 use http_body::Body;
 
 use crate::replay::{to_bytes, ReplayBody};
 use crate::scan::{Method, Outcome, Scanner};
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
-const MCP_METHOD: &str = "mcp-method";
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 
 /// True for requests whose body the layers look into: `POST` with a JSON
 /// content type.
@@ -57,7 +57,7 @@ pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
 /// The method the `Mcp-Method` header names, if the header is present.
 pub(crate) fn header_method(headers: &HeaderMap) -> Option<Method> {
     headers
-        .get(MCP_METHOD)
+        .get(&MCP_METHOD)
         .map(|value| Method::from_name(value.as_bytes()))
 }
 

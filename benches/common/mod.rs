@@ -21,7 +21,8 @@ use tower::{Service, ServiceExt};
 /// Most bytes of one frame, as hyper delivers an HTTP/1 body.
 pub const FRAME: usize = 16 * 1024;
 
-pub type FrameIter = std::iter::Map<std::vec::IntoIter<Bytes>, fn(Bytes) -> Result<Frame<Bytes>, Infallible>>;
+pub type FrameIter =
+    std::iter::Map<std::vec::IntoIter<Bytes>, fn(Bytes) -> Result<Frame<Bytes>, Infallible>>;
 /// The request (and SSE response) body type: a stream of pre-built frames.
 pub type ChunkBody = StreamBody<futures_util::stream::Iter<FrameIter>>;
 
@@ -30,6 +31,8 @@ fn frame(b: Bytes) -> Result<Frame<Bytes>, Infallible> {
 }
 
 /// A body over `chunks` (cloned: a refcount each, plus the Vec).
+// The body type is named (`FrameIter`), so it owns a `Vec` of the chunks.
+#[allow(clippy::unnecessary_to_owned)]
 pub fn chunk_body(chunks: &[Bytes]) -> ChunkBody {
     let it: FrameIter = chunks.to_vec().into_iter().map(frame as fn(Bytes) -> _);
     StreamBody::new(futures_util::stream::iter(it))
@@ -57,7 +60,8 @@ pub const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"20
 pub fn tools_call(size: usize, method_last: bool) -> Vec<u8> {
     let head = r#"{"jsonrpc":"2.0","id":1,"#;
     let method = r#""method":"tools/call""#;
-    let params_head = r#""params":{"name":"echo","#.to_string() + META + r#","arguments":{"text":""#;
+    let params_head =
+        r#""params":{"name":"echo","#.to_string() + META + r#","arguments":{"text":""#;
     let tail = r#""}}"#;
     let fixed = head.len() + method.len() + 1 + params_head.len() + tail.len() + 1;
     let words = b"lorem ipsum dolor sit amet, consectetur adipiscing elit; ";
@@ -126,7 +130,9 @@ pub struct Inner {
 
 impl Inner {
     pub fn json(body: &[u8]) -> Self {
-        Self { answer: Answer::Json(Bytes::copy_from_slice(body)) }
+        Self {
+            answer: Answer::Json(Bytes::copy_from_slice(body)),
+        }
     }
 }
 
@@ -188,7 +194,10 @@ where
         Poll::Ready(Ok(()))
     }
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        InnerFuture { collect: request.into_body().collect(), answer: Some(self.answer.clone()) }
+        InnerFuture {
+            collect: request.into_body().collect(),
+            answer: Some(self.answer.clone()),
+        }
     }
 }
 
@@ -203,7 +212,13 @@ where
     block_on(async {
         let svc = svc.ready().await.unwrap();
         let response = svc.call(request).await.unwrap();
-        response.into_body().collect().await.unwrap().to_bytes().len()
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .len()
     })
 }
 
@@ -251,7 +266,11 @@ pub fn quick_mode() -> bool {
 /// Interleaved timing: `rounds` rounds, each timing every case for about
 /// `slice_ms`, in rotating order; returns the median ns/op of each case and
 /// the median over rounds of each case's time divided by case 0's.
-pub fn interleaved(cases: &mut [(&str, &mut dyn FnMut())], rounds: usize, slice_ms: u64) -> Vec<(String, f64, f64)> {
+pub fn interleaved(
+    cases: &mut [(&str, &mut dyn FnMut())],
+    rounds: usize,
+    slice_ms: u64,
+) -> Vec<(String, f64, f64)> {
     // Calibrate: iterations per slice for each case.
     let mut iters = Vec::new();
     for (_, f) in cases.iter_mut() {
@@ -287,7 +306,11 @@ pub fn interleaved(cases: &mut [(&str, &mut dyn FnMut())], rounds: usize, slice_
     (0..k)
         .map(|i| {
             let ratios: Vec<f64> = (0..rounds).map(|r| times[i][r] / times[0][r]).collect();
-            (cases[i].0.to_string(), median(times[i].clone()), median(ratios))
+            (
+                cases[i].0.to_string(),
+                median(times[i].clone()),
+                median(ratios),
+            )
         })
         .collect()
 }
@@ -306,10 +329,16 @@ pub fn print_table(title: &str, rows: &[(String, f64, f64)]) {
 pub fn criterion_median(group: &str, id: &str) -> Option<f64> {
     let home = std::env::var_os("CRITERION_HOME")
         .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(|d| std::path::PathBuf::from(d).join("criterion")))
+        .or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(|d| std::path::PathBuf::from(d).join("criterion"))
+        })
         .unwrap_or_else(|| "target/criterion".into());
     let clean = |s: &str| s.replace(['/', '\\', '?', '"', '*', '<', '>', ':', '|'], "_");
-    let path = home.join(clean(group)).join(clean(id)).join("new/estimates.json");
+    let path = home
+        .join(clean(group))
+        .join(clean(id))
+        .join("new/estimates.json");
     let text = std::fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["median"]["point_estimate"].as_f64()
