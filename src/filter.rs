@@ -547,8 +547,8 @@ fn declares_tasks(meta: Option<&RawValue>) -> bool {
     }
     meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
         .and_then(|caps| member(caps, "extensions"))
-        .and_then(|extensions| member(extensions, TASKS_EXTENSION))
-        .is_some()
+        .and_then(|extensions| json::members(extensions.get()))
+        .is_some_and(|extensions| extensions.iter().any(|(key, _)| key == TASKS_EXTENSION))
 }
 
 /// The acknowledgment's `notifications` object, written in request order.
