@@ -45,6 +45,17 @@ impl Event {
         self.comment_only
     }
 
+    /// This event with its `data` replaced: same `event`, `id` and `retry`,
+    /// serialized anew.
+    pub(crate) fn with_data(&self, data: &[u8]) -> Bytes {
+        let data = String::from_utf8_lossy(data);
+        let mut fields = self.fields();
+        fields.data = &data;
+        let mut out = BytesMut::with_capacity(data.len() + 32);
+        write_event(&fields, &mut out);
+        out.freeze()
+    }
+
     /// The block's fields, ready for [`write_event`]; a block without data gives empty `data`.
     pub(crate) fn fields(&self) -> EventFields<'_> {
         EventFields {

@@ -1,12 +1,12 @@
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use crate::era::{self, Era, Skip};
 use crate::event_stream::EventRule;
 use crate::profile::Advertised;
-use crate::sse::{self, Event};
+use crate::sse::Event;
 use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
@@ -71,12 +71,7 @@ impl EventRule for ResultRewrite {
         match rewritten {
             Some(Ok(data)) => {
                 self.done = true;
-                let data = String::from_utf8(data).expect("a rewrite of UTF-8 JSON is UTF-8");
-                let mut fields = event.fields();
-                fields.data = &data;
-                let mut buf = BytesMut::with_capacity(data.len() + 32);
-                sse::write_event(&fields, &mut buf);
-                out.push_back(buf.freeze());
+                out.push_back(event.with_data(&data));
             }
             _ => out.push_back(event.raw),
         }

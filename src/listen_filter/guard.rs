@@ -202,13 +202,7 @@ impl EventRule for Guard {
                 if rewritten == data.as_bytes() {
                     out.push_back(event.raw);
                 } else {
-                    let data =
-                        String::from_utf8(rewritten).expect("a splice of UTF-8 JSON is UTF-8");
-                    let mut fields = event.fields();
-                    fields.data = &data;
-                    let mut buf = BytesMut::with_capacity(data.len() + 32);
-                    sse::write_event(&fields, &mut buf);
-                    out.push_back(buf.freeze());
+                    out.push_back(event.with_data(&rewritten));
                 }
                 self.acknowledged = true;
             }
