@@ -130,6 +130,7 @@ pub struct HonouredFilter {
     subscription_id: Box<RawValue>,
     requested_uris: usize,
     requested_task_ids: usize,
+    principal: Option<Principal>,
 }
 
 impl HonouredFilter {
@@ -183,6 +184,11 @@ impl HonouredFilter {
     /// How many task ids the request listed (before deduplication).
     pub fn requested_task_ids(&self) -> usize {
         self.requested_task_ids
+    }
+
+    /// The caller the filter was honoured for, `None` when anonymous.
+    pub fn principal(&self) -> Option<&Principal> {
+        self.principal.as_ref()
     }
 }
 
@@ -378,6 +384,7 @@ pub async fn honour(
         subscription_id: id.to_owned(),
         requested_uris,
         requested_task_ids,
+        principal: caller,
     })
 }
 

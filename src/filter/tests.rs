@@ -482,6 +482,7 @@ fn topics_kinds_and_subscription_id() {
     )
     .unwrap();
     assert_eq!(filter.subscription_id().get(), "42");
+    assert_eq!(filter.principal(), Some(&Principal::new("alice")));
     assert!(filter.honours(&Topic::ToolsListChanged));
     assert!(filter.honours(&Topic::Resource(PUBLIC.into())));
     assert!(filter.honours(&Topic::Task {

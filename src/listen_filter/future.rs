@@ -179,7 +179,7 @@ async fn honour_listen(profile: ServerProfile, parts: request::Parts, body: Byte
         honoured_uris = uris,
         requested_task_ids = filter.requested_task_ids(),
         honoured_task_ids = task_ids,
-        principal = profile.principal(&parts).is_some(),
+        principal = filter.principal().is_some(),
         "listen honoured"
     );
     Ok((parts, body.into(), filter))
