@@ -3,6 +3,7 @@
 #
 # Usage: benches/soak.sh [--debug] [--streams N] [--wave N] [--requests N]
 #                        [--workers N] [--rss-baseline-wave N] [--max-seconds S]
+#                        [--malloc glibc|jemalloc]
 #
 #   --streams N      listen streams opened and dropped, in waves (10000)
 #   --wave N         streams per wave (500)
@@ -11,6 +12,13 @@
 #   --rss-baseline-wave N
 #                    the wave whose RSS the last must be within 10 % of (1)
 #   --max-seconds S  the load client is stopped after S seconds (3600)
+#   --malloc A       the server's allocator: glibc (default) or jemalloc,
+#                    preloaded from the system (apt-get install libjemalloc2)
+#                    with MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0 so
+#                    that freed pages go back to the OS at once and RSS
+#                    follows the live heap. glibc keeps freed pages: its RSS
+#                    is the high-water mark of a fragmented heap and settles
+#                    20-30 % above the first wave by wave 5
 #   --debug          use debug builds (default: release, built here)
 #
 # Builds the server and the load client (examples/soak.rs, honouring
@@ -20,7 +28,7 @@
 # 1. listen waves: every stream acknowledged, counted by GET /debug/streams
 #    while open, and 0 registered after each wave is dropped; the server's
 #    RSS after the last wave within 10 % of its RSS after the first (or
-#    --rss-baseline-wave; glibc's heap settles over the first ~10 waves);
+#    --rss-baseline-wave); see --malloc for what RSS measures;
 # 2. mixed requests (server/discover, tools/call echo, listen open/close,
 #    listens with bad filters): every status and body as expected.
 #
@@ -32,12 +40,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROFILE=release
 MAX_SECONDS=3600
+MALLOC=glibc
 CLIENT_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --debug) PROFILE=debug ;;
     --streams|--wave|--requests|--workers|--rss-baseline-wave) CLIENT_ARGS+=("$1" "${2:?$1 needs a value}"); shift ;;
     --max-seconds) MAX_SECONDS="${2:?--max-seconds needs a value}"; shift ;;
+    --malloc) MALLOC="${2:?--malloc needs a value}"; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -56,6 +66,16 @@ SERVER="$TARGET_DIR/$PROFILE/examples/server"
 CLIENT="$TARGET_DIR/$PROFILE/examples/soak"
 [ -x "$SERVER" ] && [ -x "$CLIENT" ] || fail_setup "no binaries under $TARGET_DIR/$PROFILE/examples"
 
+SERVER_ENV=()
+case "$MALLOC" in
+  glibc) ;;
+  jemalloc)
+    JEMALLOC="$(ldconfig -p | sed -n 's|.*libjemalloc\.so\.2 .*=> \(.*\)|\1|p' | head -1)"
+    [ -n "$JEMALLOC" ] || fail_setup "libjemalloc.so.2 not found (apt-get install libjemalloc2)"
+    SERVER_ENV=(LD_PRELOAD="$JEMALLOC" MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0) ;;
+  *) fail_setup "--malloc must be glibc or jemalloc" ;;
+esac
+
 LOG="$(mktemp "${TMPDIR:-/tmp}/mcp-edge-soak.XXXXXX")"
 SERVER_PID=""
 stop_server() {
@@ -71,7 +91,7 @@ trap stop_server EXIT
 trap 'exit 130' INT TERM
 
 # Port 0: the server prints the port it got.
-RUST_LOG="${RUST_LOG:-warn}" "$SERVER" --addr 127.0.0.1:0 >"$LOG" 2>&1 &
+env "${SERVER_ENV[@]}" RUST_LOG="${RUST_LOG:-warn}" "$SERVER" --addr 127.0.0.1:0 >"$LOG" 2>&1 &
 SERVER_PID=$!
 PORT=""
 for _ in $(seq 100); do
@@ -81,7 +101,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ -n "$PORT" ] || fail_setup "the server did not start"
-echo "== server pid $SERVER_PID on http://127.0.0.1:$PORT/mcp (log: $LOG)"
+echo "== server pid $SERVER_PID on http://127.0.0.1:$PORT/mcp, $MALLOC malloc (log: $LOG)"
 
 START=$SECONDS
 set +e
