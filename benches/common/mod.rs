@@ -14,28 +14,54 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::combinators::Collect;
-use http_body_util::{BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, Full};
 use mcp_edge::{Principal, ServerProfile};
 use tower::{Service, ServiceExt};
 
 /// Most bytes of one frame, as hyper delivers an HTTP/1 body.
 pub const FRAME: usize = 16 * 1024;
 
-pub type FrameIter =
-    std::iter::Map<std::vec::IntoIter<Bytes>, fn(Bytes) -> Result<Frame<Bytes>, Infallible>>;
-/// The request (and SSE response) body type: a stream of pre-built frames.
-pub type ChunkBody = StreamBody<futures_util::stream::Iter<FrameIter>>;
+/// The request (and SSE response) body type: pre-built frames, delivered
+/// one per poll. Like hyper's `Incoming` for a body of known length, it
+/// reports its exact remaining size and the end of the stream as soon as
+/// the last frame was taken.
+pub struct ChunkBody {
+    frames: std::vec::IntoIter<Bytes>,
+    remaining: u64,
+}
 
-fn frame(b: Bytes) -> Result<Frame<Bytes>, Infallible> {
-    Ok(Frame::data(b))
+impl Body for ChunkBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let frame = self.frames.next();
+        if let Some(chunk) = &frame {
+            self.remaining -= chunk.len() as u64;
+        }
+        Poll::Ready(frame.map(|chunk| Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.len() == 0
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
 }
 
 /// A body over `chunks` (cloned: a refcount each, plus the Vec).
-// The body type is named (`FrameIter`), so it owns a `Vec` of the chunks.
+// The body owns a `Vec` of the chunks, as `vec::IntoIter` is its named type.
 #[allow(clippy::unnecessary_to_owned)]
 pub fn chunk_body(chunks: &[Bytes]) -> ChunkBody {
-    let it: FrameIter = chunks.to_vec().into_iter().map(frame as fn(Bytes) -> _);
-    StreamBody::new(futures_util::stream::iter(it))
+    ChunkBody {
+        remaining: chunks.iter().map(|c| c.len() as u64).sum(),
+        frames: chunks.to_vec().into_iter(),
+    }
 }
 
 /// Splits `body` into frames of at most 16 KiB.
