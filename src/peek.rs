@@ -5,14 +5,15 @@
 //! peeked chunks are kept as they came and replayed to the inner service
 //! through [`ReplayBody`].
 
-use std::collections::VecDeque;
+use std::sync::LazyLock;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, Method as HttpMethod};
 use http_body::Body;
+use memchr::memmem::Finder;
 
-use crate::replay::{to_bytes, ReplayBody};
+use crate::replay::{to_bytes, Chunks, ReplayBody};
 use crate::scan::{Method, Outcome, Scanner};
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
@@ -25,25 +26,23 @@ pub(crate) fn is_inspected(method: &HttpMethod, headers: &HeaderMap) -> bool {
 }
 
 /// The media type of the `Content-Type` header, parameters dropped.
-fn essence(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(value.split(';').next().unwrap_or("").trim())
+fn essence(headers: &HeaderMap) -> Option<&[u8]> {
+    let value = headers.get(header::CONTENT_TYPE)?.as_bytes();
+    let media = value.split(|&b| b == b';').next().unwrap_or_default();
+    Some(media.trim_ascii())
 }
 
 /// `text/event-stream`, parameters ignored.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    essence(headers).is_some_and(|e| e.eq_ignore_ascii_case("text/event-stream"))
+    essence(headers).is_some_and(|e| e.eq_ignore_ascii_case(b"text/event-stream"))
 }
 
 /// `application/json` or any `+json` type, parameters ignored.
 pub(crate) fn is_json(headers: &HeaderMap) -> bool {
-    let Some(essence) = essence(headers) else {
-        return false;
-    };
-    essence.eq_ignore_ascii_case("application/json")
-        || essence
-            .rsplit_once('+')
-            .is_some_and(|(_, suffix)| suffix.eq_ignore_ascii_case("json"))
+    essence(headers).is_some_and(|e| {
+        e.eq_ignore_ascii_case(b"application/json")
+            || e.len() >= 5 && e[e.len() - 5..].eq_ignore_ascii_case(b"+json")
+    })
 }
 
 /// True when the body carries a content coding other than `identity`.
@@ -92,11 +91,12 @@ pub(crate) enum BufferError {
 /// A body being read as far as needed, with what was read kept for replay.
 pub(crate) struct Peek<B: Body> {
     body: Option<B>,
-    chunks: VecDeque<Bytes>,
-    trailers: Option<HeaderMap>,
+    chunks: Chunks,
+    trailers: Option<Box<HeaderMap>>,
     error: Option<B::Error>,
     scanner: Scanner,
-    read: usize,
+    /// Whether a body with another method is checked for a second `method`.
+    watching: bool,
     limit: usize,
 }
 
@@ -107,7 +107,7 @@ where
     /// Starts reading `body`: the scan stops at the first `method` unless
     /// it is an intercepted one, and never goes past `limit` bytes.
     pub(crate) fn new(body: B, limit: usize) -> Self {
-        Self::with_scanner(body, limit, Scanner::new())
+        Self::with_watch(body, limit, false)
     }
 
     /// Like [`Peek::new`], but a body with another method keeps being
@@ -115,17 +115,17 @@ where
     /// `method`: a parser that keeps the last of duplicate keys must never
     /// see a request other than the one classified.
     pub(crate) fn watching(body: B, limit: usize) -> Self {
-        Self::with_scanner(body, limit, Scanner::whole())
+        Self::with_watch(body, limit, true)
     }
 
-    fn with_scanner(body: B, limit: usize, scanner: Scanner) -> Self {
+    fn with_watch(body: B, limit: usize, watching: bool) -> Self {
         Self {
             body: Some(body),
-            chunks: VecDeque::new(),
+            chunks: Chunks::default(),
             trailers: None,
             error: None,
-            scanner,
-            read: 0,
+            scanner: Scanner::new(),
+            watching,
             limit,
         }
     }
@@ -134,17 +134,23 @@ where
     pub(crate) fn poll_classify(&mut self, cx: &mut Context<'_>) -> Poll<Peeked> {
         loop {
             let scanned = self.scanner.consumed();
-            if let Some(chunk) = self.chunks.back().filter(|_| scanned < self.read) {
+            if let Some(chunk) = self.chunks.back().filter(|_| scanned < self.chunks.len()) {
                 // What the last read added; the chunk is in memory already.
-                let fresh = &chunk[chunk.len() - (self.read - scanned)..];
-                if let Some(outcome) = self.scanner.feed(fresh) {
-                    return Poll::Ready(Peeked::Decided(outcome));
-                }
-                if self.scanner.method() == Some(Method::Other) {
-                    return Poll::Ready(Peeked::Decided(Outcome::Method(Method::Other)));
+                let fresh = &chunk[chunk.len() - (self.chunks.len() - scanned)..];
+                match self.scanner.feed(fresh) {
+                    Some(Outcome::Method(Method::Other) | Outcome::NoMethod) if self.watching => {
+                        if let Some(peeked) = self.watch() {
+                            return Poll::Ready(peeked);
+                        }
+                    }
+                    Some(outcome) => return Poll::Ready(Peeked::Decided(outcome)),
+                    None if self.scanner.method() == Some(Method::Other) => {
+                        return Poll::Ready(Peeked::Decided(Outcome::Method(Method::Other)))
+                    }
+                    None => {}
                 }
             }
-            if self.read > self.limit {
+            if self.chunks.len() > self.limit {
                 return Poll::Ready(Peeked::TooLarge(self.scanner.method()));
             }
             if !ready!(self.poll_chunk(cx)) {
@@ -156,10 +162,54 @@ where
         }
     }
 
+    /// A watching peek found another method, or none yet: decides whether
+    /// the rest of the body needs the whole-body scan, and starts it over
+    /// what was read. `None` while that scan needs more of the body.
+    fn watch(&mut self) -> Option<Peeked> {
+        self.watching = false;
+        if self.scanner.decided() == Some(Outcome::Method(Method::Other)) && self.rest_is_plain() {
+            // The body is all here, and its rest cannot spell a second `method`.
+            self.body = None;
+            return Some(Peeked::Decided(Outcome::Method(Method::Other)));
+        }
+        let mut scanner = Scanner::whole();
+        let decided = self.chunks.iter().find_map(|chunk| scanner.feed(chunk));
+        self.scanner = scanner;
+        match decided {
+            Some(outcome) => Some(Peeked::Decided(outcome)),
+            None if self.scanner.method() == Some(Method::Other) => {
+                Some(Peeked::Decided(Outcome::Method(Method::Other)))
+            }
+            None => None,
+        }
+    }
+
+    /// True when the body ended with the chunks read and the bytes after
+    /// the scanned part hold neither `method` nor a backslash: no parser
+    /// can read a second `method` key there, not even one that decodes
+    /// escapes in keys or accepts unquoted ones.
+    fn rest_is_plain(&self) -> bool {
+        let ended = self.error.is_none() && self.body.as_ref().is_none_or(B::is_end_stream);
+        let Some(last) = self.chunks.back().filter(|_| ended) else {
+            return false;
+        };
+        // The rest must lie in the last chunk; otherwise the whole-body scan decides.
+        let Some(start) = self
+            .scanner
+            .consumed()
+            .checked_sub(self.chunks.len() - last.len())
+        else {
+            return false;
+        };
+        let rest = &last[start..];
+        static METHOD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("method"));
+        memchr::memchr(b'\\', rest).is_none() && METHOD.find(rest).is_none()
+    }
+
     /// Reads the rest of the body into memory, at most `limit` bytes in all.
     pub(crate) fn poll_buffer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BufferError>> {
         loop {
-            if self.read > self.limit {
+            if self.chunks.len() > self.limit {
                 return Poll::Ready(Err(BufferError::TooLarge));
             }
             if !ready!(self.poll_chunk(cx)) {
@@ -181,12 +231,11 @@ where
                         if chunk.is_empty() {
                             continue;
                         }
-                        self.read += chunk.len();
                         self.chunks.push_back(chunk);
                         return Poll::Ready(true);
                     }
                     Err(frame) => {
-                        self.trailers = frame.into_trailers().ok();
+                        self.trailers = frame.into_trailers().ok().map(Box::new);
                         self.body = None;
                     }
                 },
@@ -208,41 +257,32 @@ where
     /// Bytes read so far.
     #[cfg(test)]
     pub(crate) fn read(&self) -> usize {
-        self.read
+        self.chunks.len()
     }
 
     /// Everything read, as one buffer (no copy when it is one chunk).
     pub(crate) fn buffered(&self) -> Bytes {
-        match self.chunks.len() {
-            0 => Bytes::new(),
-            1 => self.chunks[0].clone(),
-            _ => {
-                let mut all = BytesMut::with_capacity(self.read);
-                for chunk in &self.chunks {
-                    all.extend_from_slice(chunk);
-                }
-                all.freeze()
-            }
-        }
+        self.chunks.concat()
     }
 
     /// The body to hand on: what was read, then the rest.
     pub(crate) fn into_replay(self) -> ReplayBody<B> {
         // Only a watching scan is left undecided after its first method.
         let watch = (self.scanner.method().is_some() && self.scanner.decided().is_none())
-            .then_some(self.scanner);
+            .then(|| Box::new(self.scanner));
         ReplayBody::replay(self.chunks, self.body, self.trailers, self.error, watch)
     }
 
     /// The trailers, if the body ended with some while being read.
     pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
-        self.trailers.take()
+        self.trailers.take().map(|trailers| *trailers)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
     use http_body::Frame;
     use http_body_util::{BodyExt, StreamBody};
     use std::future::poll_fn;
@@ -265,9 +305,12 @@ mod tests {
             ("application/vnd.api+json", true),
             ("text/plain", false),
             ("application/jsonx", false),
+            // Bytes beyond visible ASCII in a parameter do not hide the type.
+            ("application/json; x=\u{e9}", true),
         ] {
-            headers.insert(header::CONTENT_TYPE, value.parse().unwrap());
-            assert_eq!(is_json(&headers), json, "{value}");
+            let value = HeaderValue::from_bytes(value.as_bytes()).unwrap();
+            headers.insert(header::CONTENT_TYPE, value.clone());
+            assert_eq!(is_json(&headers), json, "{value:?}");
         }
         assert!(is_inspected(&HttpMethod::POST, &headers) == is_json(&headers));
         assert!(!is_inspected(&HttpMethod::GET, &headers));
@@ -346,6 +389,59 @@ mod tests {
             poll_fn(|cx| peek.poll_buffer(cx)).await,
             Err(BufferError::TooLarge)
         );
+    }
+
+    async fn watched(body: &'static [u8]) -> (Peeked, Bytes) {
+        let mut peek = Peek::watching(http_body_util::Full::new(Bytes::from_static(body)), 1024);
+        let peeked = poll_fn(|cx| peek.poll_classify(cx)).await;
+        (
+            peeked,
+            peek.into_replay().collect().await.unwrap().to_bytes(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_whole_body_is_watched_only_if_its_rest_could_name_a_method() {
+        let other = Peeked::Decided(Outcome::Method(Method::Other));
+        // Nothing after the method can spell `method`: no scan, even of bad JSON.
+        let plain = b"{\"method\":\"tools/call\",\"params\":{}} trailing";
+        assert_eq!(watched(plain).await, (other, Bytes::from_static(plain)));
+        // A backslash could: the rest is scanned, and bad JSON cuts the body.
+        let escaped = b"{\"method\":\"tools/call\",\"params\":{\"a\":\"\\n\"},,}";
+        let (peeked, replayed) = watched(escaped).await;
+        assert_eq!(peeked, Peeked::Decided(Outcome::Invalid));
+        assert_eq!(replayed, Bytes::from_static(escaped));
+        let twice = b"{\"method\":\"tools/call\",\"params\":{\"method\":1},\"method\":\"x\"}";
+        assert_eq!(
+            watched(twice).await.0,
+            Peeked::Decided(Outcome::DuplicateMethod)
+        );
+        let mentioned = b"{\"method\":\"tools/call\",\"params\":{\"method\":1}}";
+        assert_eq!(
+            watched(mentioned).await,
+            (other, Bytes::from_static(mentioned))
+        );
+        // A method value that is not a string is watched like the whole-body scan does.
+        let nested = b"{\"method\":{},\"method\":\"subscriptions/listen\"}";
+        assert_eq!(
+            watched(nested).await.0,
+            Peeked::Decided(Outcome::DuplicateMethod)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_still_streaming_is_watched_as_it_is_replayed() {
+        let mut peek = Peek::watching(
+            chunks(&[
+                b"{\"method\":\"tools/call\",\"a\":1",
+                b",\"method\":\"x\",\"rest\":1}",
+            ]),
+            1024,
+        );
+        let peeked = poll_fn(|cx| peek.poll_classify(cx)).await;
+        assert_eq!(peeked, Peeked::Decided(Outcome::Method(Method::Other)));
+        let replayed = peek.into_replay().collect().await.unwrap().to_bytes();
+        assert_eq!(&replayed[..], b"{\"method\":\"tools/call\",\"a\":1");
     }
 
     #[tokio::test]

@@ -38,13 +38,13 @@ pin_project! {
             body: B,
         },
         Replay {
-            prefix: VecDeque<Bytes>,
+            prefix: Chunks,
             // Trailers read while peeking, when the body ended inside the peek.
-            trailers: Option<HeaderMap>,
+            trailers: Option<Box<HeaderMap>>,
             // An error the body returned while being peeked, yielded after the prefix.
             error: Option<<B as Body>::Error>,
             // Scans the rest for a second top-level `method` (see `Peek::watching`).
-            watch: Option<Scanner>,
+            watch: Option<Box<Scanner>>,
             // `None` once the original body ended inside the peek, or was cut short.
             #[pin]
             rest: Option<B>,
@@ -65,11 +65,11 @@ impl<B: Body> ReplayBody<B> {
 
     /// The peeked chunks, then whatever the original body still holds.
     pub(crate) fn replay(
-        prefix: VecDeque<Bytes>,
+        prefix: Chunks,
         rest: Option<B>,
-        trailers: Option<HeaderMap>,
+        trailers: Option<Box<HeaderMap>>,
         error: Option<B::Error>,
-        watch: Option<Scanner>,
+        watch: Option<Box<Scanner>>,
     ) -> Self {
         Self {
             kind: Kind::Replay {
@@ -89,6 +89,75 @@ impl<B: Body> ReplayBody<B> {
                 data: (!data.is_empty()).then_some(data),
             },
         }
+    }
+}
+
+/// Peeked chunks in order, with their total length. Most bodies are peeked
+/// in one chunk, which is kept inline: no allocation.
+#[derive(Debug, Default)]
+pub(crate) struct Chunks {
+    first: Option<Bytes>,
+    more: VecDeque<Bytes>,
+    len: usize,
+}
+
+impl Chunks {
+    /// Appends a chunk.
+    pub(crate) fn push_back(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        if self.first.is_none() && self.more.is_empty() {
+            self.first = Some(chunk);
+        } else {
+            self.more.push_back(chunk);
+        }
+    }
+
+    /// Takes the first chunk.
+    pub(crate) fn pop_front(&mut self) -> Option<Bytes> {
+        let chunk = self.first.take().or_else(|| self.more.pop_front())?;
+        self.len -= chunk.len();
+        Some(chunk)
+    }
+
+    /// The last chunk.
+    pub(crate) fn back(&self) -> Option<&Bytes> {
+        self.more.back().or(self.first.as_ref())
+    }
+
+    /// The chunks, first to last.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Bytes> {
+        self.first.iter().chain(&self.more)
+    }
+
+    /// Bytes in all the chunks.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when no chunk is left.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none() && self.more.is_empty()
+    }
+
+    /// All the chunks as one buffer, copied only if there are several.
+    pub(crate) fn concat(&self) -> Bytes {
+        match (&self.first, self.more.is_empty()) {
+            (None, _) => Bytes::new(),
+            (Some(first), true) => first.clone(),
+            _ => {
+                let mut all = bytes::BytesMut::with_capacity(self.len);
+                self.iter().for_each(|chunk| all.extend_from_slice(chunk));
+                all.freeze()
+            }
+        }
+    }
+}
+
+impl FromIterator<Bytes> for Chunks {
+    fn from_iter<I: IntoIterator<Item = Bytes>>(chunks: I) -> Self {
+        let mut all = Chunks::default();
+        chunks.into_iter().for_each(|chunk| all.push_back(chunk));
+        all
     }
 }
 
@@ -130,7 +199,7 @@ impl<B: Body> Body for ReplayBody<B> {
                     return Poll::Ready(Some(Err(error)));
                 }
                 if let Some(trailers) = trailers.take() {
-                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                    return Poll::Ready(Some(Ok(Frame::trailers(*trailers))));
                 }
                 let Some(body) = rest.as_mut().as_pin_mut() else {
                     return Poll::Ready(None);
@@ -183,7 +252,7 @@ impl<B: Body> Body for ReplayBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.size_hint(),
             Kind::Replay { prefix, rest, .. } => {
-                let buffered: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
+                let buffered = prefix.len() as u64;
                 let rest = rest
                     .as_ref()
                     .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
@@ -219,11 +288,11 @@ mod tests {
     use super::*;
     use http_body_util::{BodyExt, Full, StreamBody};
 
-    type Chunks = StreamBody<
+    type Frames = StreamBody<
         futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::io::Error>>>,
     >;
 
-    fn stream(frames: Vec<Result<Frame<Bytes>, std::io::Error>>) -> Chunks {
+    fn stream(frames: Vec<Result<Frame<Bytes>, std::io::Error>>) -> Frames {
         StreamBody::new(futures_util::stream::iter(frames))
     }
 
@@ -235,7 +304,7 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"cd"))),
             Ok(Frame::trailers(trailers.clone())),
         ]);
-        let prefix = VecDeque::from([Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        let prefix = Chunks::from_iter([Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
         let collected = ReplayBody::replay(prefix, Some(rest), None, None, None)
             .collect()
             .await
@@ -248,10 +317,10 @@ mod tests {
     async fn replay_after_end_keeps_trailers_and_errors() {
         let mut trailers = HeaderMap::new();
         trailers.insert("x-t", "2".parse().unwrap());
-        let body = ReplayBody::<Chunks>::replay(
-            VecDeque::from([Bytes::from_static(b"x")]),
+        let body = ReplayBody::<Frames>::replay(
+            Chunks::from_iter([Bytes::from_static(b"x")]),
             None,
-            Some(trailers.clone()),
+            Some(Box::new(trailers.clone())),
             None,
             None,
         );
@@ -259,8 +328,8 @@ mod tests {
         assert_eq!(collected.trailers(), Some(&trailers));
 
         let error = std::io::Error::other("broken");
-        let mut body = ReplayBody::<Chunks>::replay(
-            VecDeque::from([Bytes::from_static(b"x")]),
+        let mut body = ReplayBody::<Frames>::replay(
+            Chunks::from_iter([Bytes::from_static(b"x")]),
             None,
             None,
             Some(error),
@@ -283,8 +352,8 @@ mod tests {
                 b"\"method\":\"subscriptions/listen\"}",
             ))),
         ]);
-        let prefix = VecDeque::from([Bytes::from_static(br#"{"method":"tools/call","#)]);
-        let body = ReplayBody::replay(prefix, Some(rest), None, None, Some(scanner));
+        let prefix = Chunks::from_iter([Bytes::from_static(br#"{"method":"tools/call","#)]);
+        let body = ReplayBody::replay(prefix, Some(rest), None, None, Some(Box::new(scanner)));
         let all = body.collect().await.unwrap().to_bytes();
         assert_eq!(&all[..], br#"{"method":"tools/call","params":{},"#);
     }
@@ -298,7 +367,7 @@ mod tests {
 
         let rest = Full::new(Bytes::from_static(b"12345"));
         let replay = ReplayBody::replay(
-            VecDeque::from([Bytes::from_static(b"ab")]),
+            Chunks::from_iter([Bytes::from_static(b"ab")]),
             Some(rest),
             None,
             None,
@@ -307,7 +376,7 @@ mod tests {
         assert_eq!(replay.size_hint().exact(), Some(7));
         assert!(!replay.is_end_stream());
 
-        let done = ReplayBody::<Full<Bytes>>::replay(VecDeque::new(), None, None, None, None);
+        let done = ReplayBody::<Full<Bytes>>::replay(Chunks::default(), None, None, None, None);
         assert!(done.is_end_stream());
         assert_eq!(done.size_hint().exact(), Some(0));
 

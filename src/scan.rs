@@ -242,7 +242,11 @@ impl Scanner {
         if self.decided.is_some() {
             return self.decided;
         }
-        match self.run(chunk) {
+        let quick = match self.consumed == 0 && !self.whole {
+            true => quick_other(chunk).map(|read| (read, Outcome::Method(Method::Other))),
+            false => None,
+        };
+        match quick.or_else(|| self.run(chunk)) {
             Some((read, outcome)) => {
                 self.consumed += read;
                 self.decided = Some(outcome);
@@ -642,6 +646,57 @@ impl Scanner {
     }
 }
 
+/// The common body in one pass over its first chunk: an object whose members
+/// before the first `method` have keys without escapes and plain string or
+/// scalar values, and whose method is a string without escapes that no layer
+/// intercepts. Returns how many bytes decide that (up to the method value's
+/// closing quote); `None` leaves the body to [`Scanner::run`], which answers
+/// the same for every body this answers.
+fn quick_other(chunk: &[u8]) -> Option<usize> {
+    let skip_ws = |from: usize| from + chunk[from..].iter().take_while(|&&b| is_ws(b)).count();
+    // The end of a string starting at `from`, if no backslash comes first.
+    let plain_string = |from: usize| {
+        let end = from + find_quote_or_backslash(&chunk[from..])?;
+        (chunk[end] == b'"').then_some(end)
+    };
+    let mut i = skip_ws(0);
+    if chunk.get(i) != Some(&b'{') {
+        return None;
+    }
+    loop {
+        // After `{` or `,`: a key.
+        i = skip_ws(i + 1);
+        if chunk.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = plain_string(i + 1)?;
+        let is_method = &chunk[i + 1..key_end] == METHOD_KEY;
+        i = skip_ws(key_end + 1);
+        if chunk.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_ws(i + 1);
+        match *chunk.get(i)? {
+            b'"' => {
+                let end = plain_string(i + 1)?;
+                if is_method {
+                    let method = Method::from_name(&chunk[i + 1..end]);
+                    return (!method.is_intercepted()).then_some(end + 1);
+                }
+                i = end + 1;
+            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' if !is_method => {
+                i += chunk[i..].iter().position(|&b| !is_scalar_byte(b))?;
+            }
+            _ => return None,
+        }
+        i = skip_ws(i);
+        if chunk.get(i) != Some(&b',') {
+            return None;
+        }
+    }
+}
+
 /// Index of the first `"` or `\` in `bytes`: the only bytes that matter in a string.
 ///
 /// Strings in JSON-RPC are mostly short, where testing eight bytes at a time (SWAR)
@@ -994,6 +1049,32 @@ mod tests {
         straddle.extend([b'x'; VALUE_CAP - 1]);
         straddle.extend(br#"\u00e9"}"#);
         assert_eq!(outcome(&straddle), OTHER);
+    }
+
+    #[test]
+    fn the_common_body_is_decided_in_one_pass() {
+        let body = br#" { "jsonrpc" : "2.0", "id":-1.5e3 ,"method":"tools/call","params":{}}"#;
+        let end = after(body, b"tools/call\"", 0);
+        assert_eq!(quick_other(body), Some(end));
+        assert_eq!(outcome(body), Outcome::Method(Method::Other));
+        // Anything else is left to the scanner: escapes, nested values first,
+        // intercepted or non-string methods, a chunk that ends too soon.
+        for other in [
+            &br#"{"id":"\u0031","method":"tools/call"}"#[..],
+            br#"{"params":{},"method":"tools/call"}"#,
+            br#"{"method":"subscriptions/listen"}"#,
+            br#"{"method":1}"#,
+            br#"{"id":1,"method":"tools/ca"#,
+            br#"{"id":1}"#,
+            br#"[{"method":"x"}]"#,
+        ] {
+            assert_eq!(
+                quick_other(other),
+                None,
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use http::{header, request, response, HeaderMap, Request, Response};
+use http::{header, request, response, Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use tower_service::Service;
@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::rewrite::{ResultRewrite, Target};
 use crate::body::{ResponseBody, Rule};
 use crate::era::Era;
-use crate::peek::{header_method, is_encoded, is_event_stream, is_json, Peek, Peeked};
+use crate::peek::{is_encoded, is_event_stream, is_json, Peek, Peeked};
 use crate::replay::ReplayBody;
 use crate::scan::{Method, Outcome};
 use crate::{json, Rejection, ServerProfile};
@@ -42,6 +42,8 @@ pin_project! {
             parts: Option<request::Parts>,
             service: Option<S>,
             stage: Stage,
+            // The `Mcp-Method` header's method.
+            named: Option<Method>,
         },
         Calling {
             #[pin]
@@ -97,6 +99,7 @@ where
         service: S,
         parts: request::Parts,
         peek: Peek<ReqBody>,
+        named: Option<Method>,
         profile: ServerProfile,
     ) -> Self {
         Self {
@@ -105,6 +108,7 @@ where
                 parts: Some(parts),
                 service: Some(service),
                 stage: Stage::Classify,
+                named,
             },
             profile,
         }
@@ -121,8 +125,8 @@ fn era_of(method: Method) -> Option<Era> {
 
 /// True when the `Mcp-Method` header and the body disagree about an
 /// `initialize` or `server/discover` request.
-fn disguised(headers: &HeaderMap, body: Option<Method>) -> bool {
-    match header_method(headers) {
+fn disguised(named: Option<Method>, body: Option<Method>) -> bool {
+    match named {
         Some(named) => {
             Some(named) != body && (era_of(named).is_some() || body.and_then(era_of).is_some())
         }
@@ -148,14 +152,11 @@ where
                     parts,
                     service,
                     stage,
+                    named,
                 } => {
                     let reader = peek
                         .as_mut()
                         .expect("peek taken only when leaving the state");
-                    let headers = &parts
-                        .as_ref()
-                        .expect("parts taken only when leaving the state")
-                        .headers;
                     let target = match *stage {
                         Stage::Classify => {
                             let peeked = ready!(reader.poll_classify(cx));
@@ -164,7 +165,7 @@ where
                                 Peeked::TooLarge(method) => method,
                                 _ => None,
                             };
-                            if disguised(headers, method) {
+                            if disguised(*named, method) {
                                 *stage = Stage::Mismatch;
                                 continue;
                             }

@@ -77,7 +77,8 @@ where
         // peeked, so the future calls the inner service later. Take the
         // service that `poll_ready` readied and leave a clone in its place.
         let limit = self.profile.limits().max_listen_body;
-        if header_method(&parts.headers).is_some_and(Method::is_intercepted)
+        let named = header_method(&parts.headers);
+        if named.is_some_and(Method::is_intercepted)
             && content_length(&parts.headers).is_some_and(|n| n > limit as u64)
         {
             return ResponseFuture::rejected(
@@ -88,6 +89,6 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let peek = Peek::new(body, limit);
-        ResponseFuture::peeking(inner, parts, peek, self.profile.clone())
+        ResponseFuture::peeking(inner, parts, peek, named, self.profile.clone())
     }
 }

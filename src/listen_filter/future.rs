@@ -12,7 +12,7 @@ use tower_service::Service;
 use super::guard::Guard;
 use super::request::{batch_has_listen, ListenRequest, Refusal};
 use crate::body::{ResponseBody, Rule};
-use crate::peek::{content_length, header_method, is_event_stream, BufferError, Peek, Peeked};
+use crate::peek::{content_length, is_event_stream, BufferError, Peek, Peeked};
 use crate::replay::ReplayBody;
 use crate::scan::{Method, Outcome};
 use crate::{honour, json, HonouredFilter, Rejection, ServerProfile};
@@ -46,6 +46,8 @@ pin_project! {
             parts: Option<request::Parts>,
             service: Option<S>,
             stage: Stage,
+            // The `Mcp-Method` header's method.
+            named: Option<Method>,
             profile: ServerProfile,
             guard_stream: bool,
         },
@@ -107,6 +109,7 @@ where
         service: S,
         parts: request::Parts,
         peek: Peek<ReqBody>,
+        named: Option<Method>,
         profile: ServerProfile,
         guard_stream: bool,
     ) -> Self {
@@ -116,6 +119,7 @@ where
                 parts: Some(parts),
                 service: Some(service),
                 stage: Stage::Classify,
+                named,
                 profile,
                 guard_stream,
             },
@@ -129,10 +133,10 @@ where
 fn classify(
     peeked: Peeked,
     first: Option<Method>,
+    named: Option<Method>,
     headers: &HeaderMap,
     limit: usize,
 ) -> Option<Stage> {
-    let named = header_method(headers);
     let refuse = |rejection| Some(Stage::Refuse(rejection));
     match peeked {
         Peeked::Decided(Outcome::Method(Method::Listen)) => {
@@ -201,6 +205,7 @@ where
                     parts,
                     service,
                     stage,
+                    named,
                     profile,
                     guard_stream,
                 } => {
@@ -212,7 +217,7 @@ where
                         Stage::Classify => {
                             let peeked = ready!(reader.poll_classify(cx));
                             let headers = &parts.as_ref().expect("parts are here").headers;
-                            match classify(peeked, reader.method(), headers, limit) {
+                            match classify(peeked, reader.method(), *named, headers, limit) {
                                 Some(next) => {
                                     *stage = next;
                                     continue;

@@ -105,6 +105,13 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let peek = Peek::watching(body, limit);
-        ResponseFuture::peeking(inner, parts, peek, self.profile.clone(), self.guard_stream)
+        ResponseFuture::peeking(
+            inner,
+            parts,
+            peek,
+            named,
+            self.profile.clone(),
+            self.guard_stream,
+        )
     }
 }
