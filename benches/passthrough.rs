@@ -49,6 +49,17 @@ fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
+/// One `tools/call echo` round trip of `chunks` through `svc`.
+fn call<S, RB>(svc: &mut S, chunks: &[Bytes]) -> usize
+where
+    S: tower::Service<http::Request<ChunkBody>, Response = http::Response<RB>>,
+    S::Error: std::fmt::Debug,
+    RB: http_body::Body,
+    RB::Error: std::fmt::Debug,
+{
+    roundtrip(svc, post("tools/call", Some("echo"), chunk_body(chunks)))
+}
+
 fn main() {
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -68,92 +79,51 @@ fn main() {
     let mut listen = ServiceBuilder::new()
         .layer(ListenFilterLayer::new(p.clone()))
         .service(inner.clone());
+    // Both layers, the listen filter not scanning other bodies for a second method.
+    let mut unscanned = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(p.clone()))
+        .layer(ListenFilterLayer::new(p.clone()).scan_pass_through(false))
+        .service(inner.clone());
 
     let cases = cases();
     // Sanity: every variant sees and answers the whole request.
     for case in &cases {
-        let a = roundtrip(
-            &mut bare,
-            post("tools/call", Some("echo"), chunk_body(&case.chunks)),
-        );
-        let b = roundtrip(
-            &mut both,
-            post("tools/call", Some("echo"), chunk_body(&case.chunks)),
-        );
-        assert_eq!(a, b, "{}", case.label);
+        let a = call(&mut bare, &case.chunks);
+        assert_eq!(a, call(&mut both, &case.chunks), "{}", case.label);
+        assert_eq!(a, call(&mut unscanned, &case.chunks), "{}", case.label);
     }
 
+    let names = ["bare", "both", "caps_only", "listen_only", "both_unscanned"];
     for case in &cases {
         let group = format!("passthrough_{}", case.label);
         let mut g = c.benchmark_group(&group);
         let bytes: u64 = case.chunks.iter().map(|b| b.len() as u64).sum();
         g.throughput(criterion::Throughput::Bytes(bytes));
         let ch = &case.chunks;
-        g.bench_function("bare", |b| {
-            b.iter(|| {
-                black_box(roundtrip(
-                    &mut bare,
-                    post("tools/call", Some("echo"), chunk_body(ch)),
-                ))
-            })
-        });
-        g.bench_function("both", |b| {
-            b.iter(|| {
-                black_box(roundtrip(
-                    &mut both,
-                    post("tools/call", Some("echo"), chunk_body(ch)),
-                ))
-            })
-        });
-        g.bench_function("caps_only", |b| {
-            b.iter(|| {
-                black_box(roundtrip(
-                    &mut caps,
-                    post("tools/call", Some("echo"), chunk_body(ch)),
-                ))
-            })
-        });
-        g.bench_function("listen_only", |b| {
-            b.iter(|| {
-                black_box(roundtrip(
-                    &mut listen,
-                    post("tools/call", Some("echo"), chunk_body(ch)),
-                ))
-            })
-        });
+        let mut variants: [(&str, &mut dyn FnMut()); 5] = [
+            (names[0], &mut || {
+                black_box(call(&mut bare, ch));
+            }),
+            (names[1], &mut || {
+                black_box(call(&mut both, ch));
+            }),
+            (names[2], &mut || {
+                black_box(call(&mut caps, ch));
+            }),
+            (names[3], &mut || {
+                black_box(call(&mut listen, ch));
+            }),
+            (names[4], &mut || {
+                black_box(call(&mut unscanned, ch));
+            }),
+        ];
+        for (name, run) in variants.iter_mut() {
+            g.bench_function(*name, |b| b.iter(&mut **run));
+        }
         g.finish();
         if !quick_mode() {
-            print_criterion_ratios(&group, &["bare", "both", "caps_only", "listen_only"]);
-            let rows = interleaved(
-                &mut [
-                    ("bare", &mut || {
-                        black_box(roundtrip(
-                            &mut bare,
-                            post("tools/call", Some("echo"), chunk_body(ch)),
-                        ));
-                    }),
-                    ("both", &mut || {
-                        black_box(roundtrip(
-                            &mut both,
-                            post("tools/call", Some("echo"), chunk_body(ch)),
-                        ));
-                    }),
-                    ("caps_only", &mut || {
-                        black_box(roundtrip(
-                            &mut caps,
-                            post("tools/call", Some("echo"), chunk_body(ch)),
-                        ));
-                    }),
-                    ("listen_only", &mut || {
-                        black_box(roundtrip(
-                            &mut listen,
-                            post("tools/call", Some("echo"), chunk_body(ch)),
-                        ));
-                    }),
-                ],
-                21,
-                20,
-            );
+            print_criterion_ratios(&group, &names);
+            let rows = interleaved(&mut variants, 21, 20);
             print_table(&group, &rows);
         }
     }

@@ -9,6 +9,7 @@ use crate::ServerProfile;
 pub struct ListenFilterLayer {
     profile: ServerProfile,
     guard_stream: bool,
+    scan_pass_through: bool,
 }
 
 impl ListenFilterLayer {
@@ -17,6 +18,7 @@ impl ListenFilterLayer {
         Self {
             profile,
             guard_stream: true,
+            scan_pass_through: true,
         }
     }
 
@@ -27,12 +29,27 @@ impl ListenFilterLayer {
         self.guard_stream = guard;
         self
     }
+
+    /// Whether to keep scanning every other JSON request body as the inner
+    /// service reads it (default `true`), cutting it short at a second
+    /// top-level `method` or at bytes that are not JSON, so that a parser
+    /// keeping the last of duplicate keys never reads a listen in disguise.
+    ///
+    /// Switch it off only when the inner service itself rejects a request
+    /// with duplicate `method` members: large bodies then pass at no cost
+    /// per byte. Listen requests are checked whole either way.
+    pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.scan_pass_through = scan;
+        self
+    }
 }
 
 impl<S> Layer<S> for ListenFilterLayer {
     type Service = ListenFilter<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ListenFilter::new(inner, self.profile.clone()).guard_stream(self.guard_stream)
+        ListenFilter::new(inner, self.profile.clone())
+            .guard_stream(self.guard_stream)
+            .scan_pass_through(self.scan_pass_through)
     }
 }

@@ -23,7 +23,10 @@
 //! A request with another method is read only as far as needed and replayed;
 //! it keeps being scanned as the inner service reads it, and a body with a
 //! second top-level `method` is cut short, so a parser that keeps the last
-//! of duplicate keys never sees a listen the layer did not honour. A JSON
+//! of duplicate keys never sees a listen the layer did not honour (a body
+//! already read whole whose rest spells neither `method` nor a backslash
+//! needs no scan; [`ListenFilterLayer::scan_pass_through`] switches the scan
+//! off for inner services that refuse duplicate members themselves). A JSON
 //! `POST` must name its method within the profile's body limit (413
 //! otherwise), and a compressed request body is refused with 415: place the
 //! layer inside request decompression. A

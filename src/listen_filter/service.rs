@@ -23,6 +23,7 @@ pub struct ListenFilter<S> {
     inner: S,
     profile: ServerProfile,
     guard_stream: bool,
+    scan_pass_through: bool,
 }
 
 impl<S> ListenFilter<S> {
@@ -32,6 +33,7 @@ impl<S> ListenFilter<S> {
             inner,
             profile,
             guard_stream: true,
+            scan_pass_through: true,
         }
     }
 
@@ -43,6 +45,14 @@ impl<S> ListenFilter<S> {
     /// Whether to guard the listen response stream (default `true`).
     pub fn guard_stream(mut self, guard: bool) -> Self {
         self.guard_stream = guard;
+        self
+    }
+
+    /// Whether to keep scanning other JSON request bodies for a second
+    /// `method` (default `true`); see
+    /// [`ListenFilterLayer::scan_pass_through`].
+    pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.scan_pass_through = scan;
         self
     }
 
@@ -104,7 +114,10 @@ where
         // `poll_ready` readied and leave a clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let peek = Peek::watching(body, limit);
+        let peek = match self.scan_pass_through {
+            true => Peek::watching(body, limit),
+            false => Peek::new(body, limit),
+        };
         ResponseFuture::peeking(
             inner,
             parts,

@@ -770,6 +770,29 @@ async fn duplicate_method_listen_last() {
     }
 }
 
+/// Switched off, the scan of other bodies no longer catches a later `method`:
+/// the inner service must reject duplicate members itself.
+#[tokio::test]
+async fn a_later_method_passes_when_the_scan_is_off() {
+    let body = r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{},"method":"x"}"#;
+    let inner = Inner::new(json_reply());
+    let response = run(
+        layer().scan_pass_through(false),
+        &inner,
+        post(None, None, body),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(inner.last().text(), body);
+    // On by default: a body read whole is refused.
+    let response = run_refused(layer(), post(None, None, body)).await;
+    let (_, rejection) = refusal(response, StatusCode::BAD_REQUEST, -32600, json!(15)).await;
+    assert_eq!(
+        rejection,
+        Rejection::InvalidRequest("the request has more than one `method`")
+    );
+}
+
 #[tokio::test]
 async fn batch_with_a_listen() {
     let body = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}]"#;
