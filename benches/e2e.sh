@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # End-to-end load test of the reference server, layered vs --bare, on loopback.
-# Needs wrk (Debian: apt-get install -y wrk). Usage: benches/e2e.sh [seconds]
-# Env: CARGO_TARGET_DIR (default /work/target-bench), PORT (default 18931).
+# Needs wrk (Debian: apt-get install -y wrk).
+#
+# Usage: benches/e2e.sh [seconds per run (10)] [rounds (3)]
+#
+# Both servers run at once (layered on $PORT, --bare on $PORT+1); each round
+# runs wrk (2 threads, 32 connections) once per server and workload,
+# alternating which goes first, so slow drift of a shared machine hits both
+# sides alike. Prints each run, each round's ratios and their median.
+# Env: PORT (default 18931); builds with cargo (honours CARGO_TARGET_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-10}
+ROUNDS=${2:-3}
 PORT=${PORT:-18931}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-bench}
 cargo build --release --example server >/dev/null 2>&1
-BIN="$CARGO_TARGET_DIR/release/examples/server"
+BIN="${CARGO_TARGET_DIR:-target}/release/examples/server"
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; [ -n "${SPID:-}" ] && kill "$SPID" 2>/dev/null || true' EXIT
+PIDS=()
+trap 'rm -rf "$TMP"; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 TEXT=$(head -c 1024 /dev/zero | tr '\0' 'a')
@@ -42,40 +50,49 @@ LUA
 CALL_LUA=$(script tools/call echo "$CALL")
 DISC_LUA=$(script server/discover "" "$DISC")
 
-start() { # args
-  RUST_LOG=warn "$BIN" --addr 127.0.0.1:$PORT "$@" >"$TMP/server.log" 2>&1 &
-  SPID=$!
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && return; sleep 0.2; done
-  echo "server did not start"; cat "$TMP/server.log"; exit 1
+start() { # port args...
+  local port=$1; shift
+  RUST_LOG=warn "$BIN" --addr 127.0.0.1:$port "$@" >"$TMP/server-$port.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && return; sleep 0.2; done
+  echo "server did not start"; cat "$TMP/server-$port.log"; exit 1
 }
-check() { # method name body
-  curl -s -X POST "http://127.0.0.1:$PORT/mcp" -H 'Content-Type: application/json' \
+check() { # port method name body
+  curl -s -X POST "http://127.0.0.1:$1/mcp" -H 'Content-Type: application/json' \
     -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
-    -H "Mcp-Method: $1" ${2:+-H "Mcp-Name: $2"} -d "$3" >"$TMP/resp" || true
-  head -c 300 "$TMP/resp"; echo
+    -H "Mcp-Method: $2" ${3:+-H "Mcp-Name: $3"} -d "$4" | head -c 300; echo
 }
-run() { # label lua
-  wrk -t2 -c32 -d"${DUR}s" --latency -s "$2" "http://127.0.0.1:$PORT/mcp" >"$TMP/$1.out"
-  local r; r=$(grep '^RESULT' "$TMP/$1.out")
-  echo "$1 $r"
-  echo "$r" | awk -v l="$1" -F'\t' '{printf "E2E\t%s\treq/s=%s\tp50_us=%s\tp99_us=%s\terrors_or_non200=%s\n", l, $2, $3, $4, $5}'
+run() { # label port lua -> "req/s p50_us p99_us errors"
+  wrk -t2 -c32 -d"${DUR}s" --latency -s "$3" "http://127.0.0.1:$2/mcp" >"$TMP/$1.out"
+  local r; r=$(grep '^RESULT' "$TMP/$1.out" | cut -f2-)
+  printf 'E2E\t%s\t%s\n' "$1" "$r" >&2
+  echo "$r" | tr "\t" " "
 }
 
-declare -A RPS P99
+declare -A PORTS=([layered]=$PORT [bare]=$((PORT + 1)))
+start "${PORTS[layered]}"
+start "${PORTS[bare]}" --bare
 for mode in layered bare; do
-  if [ $mode = bare ]; then start --bare; else start; fi
   echo "--- $mode: sample responses"
-  check tools/call echo "$CALL"
-  check server/discover "" "$DISC"
+  check "${PORTS[$mode]}" tools/call echo "$CALL"
+  check "${PORTS[$mode]}" server/discover "" "$DISC"
+done
+echo "E2E	label	req/s	p50_us	p99_us	errors_or_non200"
+
+declare -A RATIOS
+for round in $(seq "$ROUNDS"); do
+  order="layered bare"; [ $((round % 2)) -eq 0 ] && order="bare layered"
   for w in call disc; do
     lua=$CALL_LUA; [ $w = disc ] && lua=$DISC_LUA
-    out=$(run "${mode}_$w" "$lua"); echo "$out"
-    RPS[${mode}_$w]=$(echo "$out" | awk -F'\t' '/^E2E/{sub("req/s=","",$3); print $3}')
-    P99[${mode}_$w]=$(echo "$out" | awk -F'\t' '/^E2E/{sub("p99_us=","",$5); print $5}')
+    declare -A R=()
+    for mode in $order; do R[$mode]=$(run "${mode}_${w}_$round" "${PORTS[$mode]}" "$lua"); done
+    ratio=$(awk -v l="${R[layered]}" -v b="${R[bare]}" 'BEGIN{split(l,a," "); split(b,c," "); printf "%.3f", a[1]/c[1]}')
+    printf 'E2E_ROUND\t%s\tround %s\tthroughput layered/bare=%s\tp99 layered=%sus bare=%sus\n' \
+      "$w" "$round" "$ratio" "$(echo "${R[layered]}" | cut -d' ' -f3)" "$(echo "${R[bare]}" | cut -d' ' -f3)"
+    RATIOS[$w]+="$ratio "
   done
-  kill "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=
 done
 for w in call disc; do
-  awk -v w=$w -v l="${RPS[layered_$w]}" -v b="${RPS[bare_$w]}" -v pl="${P99[layered_$w]}" -v pb="${P99[bare_$w]}" \
-    'BEGIN{printf "E2E_RATIO\t%s\tthroughput layered/bare=%.3f\tp99 layered=%sus bare=%sus\n", w, l/b, pl, pb}'
+  echo "${RATIOS[$w]}" | tr ' ' '\n' | grep . | sort -n |
+    awk -v w=$w '{v[NR]=$1} END{printf "E2E_RATIO\t%s\tmedian throughput layered/bare=%.3f over %d rounds\n", w, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), NR}'
 done
