@@ -134,9 +134,13 @@ where
     pub(crate) fn poll_classify(&mut self, cx: &mut Context<'_>) -> Poll<Peeked> {
         loop {
             let scanned = self.scanner.consumed();
-            if let Some(chunk) = self.chunks.back().filter(|_| scanned < self.chunks.len()) {
+            if let Some(chunk) = self
+                .chunks
+                .back()
+                .filter(|_| scanned < self.chunks.byte_len())
+            {
                 // What the last read added; the chunk is in memory already.
-                let fresh = &chunk[chunk.len() - (self.chunks.len() - scanned)..];
+                let fresh = &chunk[chunk.len() - (self.chunks.byte_len() - scanned)..];
                 match self.scanner.feed(fresh) {
                     Some(Outcome::Method(Method::Other) | Outcome::NoMethod) if self.watching => {
                         if let Some(peeked) = self.watch() {
@@ -150,7 +154,7 @@ where
                     None => {}
                 }
             }
-            if self.chunks.len() > self.limit {
+            if self.chunks.byte_len() > self.limit {
                 return Poll::Ready(Peeked::TooLarge(self.scanner.method()));
             }
             if !ready!(self.poll_chunk(cx)) {
@@ -197,7 +201,7 @@ where
         let Some(start) = self
             .scanner
             .consumed()
-            .checked_sub(self.chunks.len() - last.len())
+            .checked_sub(self.chunks.byte_len() - last.len())
         else {
             return false;
         };
@@ -209,7 +213,7 @@ where
     /// Reads the rest of the body into memory, at most `limit` bytes in all.
     pub(crate) fn poll_buffer(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BufferError>> {
         loop {
-            if self.chunks.len() > self.limit {
+            if self.chunks.byte_len() > self.limit {
                 return Poll::Ready(Err(BufferError::TooLarge));
             }
             if !ready!(self.poll_chunk(cx)) {
@@ -257,7 +261,7 @@ where
     /// Bytes read so far.
     #[cfg(test)]
     pub(crate) fn read(&self) -> usize {
-        self.chunks.len()
+        self.chunks.byte_len()
     }
 
     /// Everything read, as one buffer (no copy when it is one chunk).

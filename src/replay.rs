@@ -130,7 +130,7 @@ impl Chunks {
     }
 
     /// Bytes in all the chunks.
-    pub(crate) fn len(&self) -> usize {
+    pub(crate) fn byte_len(&self) -> usize {
         self.len
     }
 
@@ -252,7 +252,7 @@ impl<B: Body> Body for ReplayBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.size_hint(),
             Kind::Replay { prefix, rest, .. } => {
-                let buffered = prefix.len() as u64;
+                let buffered = prefix.byte_len() as u64;
                 let rest = rest
                     .as_ref()
                     .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
