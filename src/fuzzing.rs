@@ -6,6 +6,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::peek::{Peek, Peeked};
 use crate::scan::{Method, Outcome, Scanner};
 use crate::sse::{write_event, EventFields, Parser};
 
@@ -102,6 +103,40 @@ pub fn scan_run(chunks: &[&[u8]], whole: bool) -> ScanRun {
 pub fn scan(chunks: &[&[u8]]) -> (&'static str, usize) {
     let run = scan_run(chunks, false);
     (run.outcome, run.consumed)
+}
+
+/// How a watching peek (the listen filter's) classifies `body` delivered in
+/// one chunk by a body that knows it ended: an outcome name. It reads the
+/// rest for a second `method` only when the rest could hold one, so it may
+/// answer [`OTHER`] where the whole-body scan says [`INVALID`], never where
+/// it says [`DUPLICATE_METHOD`].
+pub fn peek_watching(body: &[u8]) -> &'static str {
+    /// One chunk, then the end, known as soon as the chunk was taken.
+    struct Once(Option<Bytes>);
+
+    impl http_body::Body for Once {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Ready(self.0.take().map(|data| Ok(http_body::Frame::data(data))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_none()
+        }
+    }
+
+    let mut peek = Peek::watching(Once(Some(Bytes::copy_from_slice(body))), usize::MAX);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match peek.poll_classify(&mut cx) {
+        std::task::Poll::Ready(Peeked::Decided(outcome)) => outcome_name(outcome),
+        // `Once` is always ready, and never fails.
+        other => unreachable!("{other:?}"),
+    }
 }
 
 /// One parsed SSE block.

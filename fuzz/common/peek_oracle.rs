@@ -6,7 +6,9 @@
 //! decision sticks, nothing is read after the deciding byte, and the answer
 //! agrees with serde_json (first `method` wins; a second `method` after an
 //! intercepted first one is `DuplicateMethod`; in whole mode after any first
-//! one, and a non-string first method is read past as `Other`).
+//! one, and a non-string first method is read past as `Other`). The listen
+//! filter's watching peek of a body read whole answers as the whole-mode
+//! scan, or `Other` where that scan finds bad syntax after the method.
 
 #![allow(dead_code)]
 
@@ -62,6 +64,18 @@ pub fn check(body: &[u8], chunks: &[&[u8]]) {
         if let Some(expected) = oracle(body, whole) {
             assert_eq!(one.outcome, expected, "disagrees with serde_json");
         }
+    }
+
+    // The listen filter's peek of a body read whole skips the whole-body scan
+    // only where that scan could find bad syntax at most, never a second method.
+    let whole = scan_run(&[body], true).outcome;
+    let watched = fuzzing::peek_watching(body);
+    if watched != whole {
+        assert_eq!(
+            (watched, whole),
+            (fuzzing::OTHER, fuzzing::INVALID),
+            "watching peek"
+        );
     }
 }
 
