@@ -149,8 +149,14 @@ fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
             (their_value.get() == "true").then(|| "true".to_owned())
         } else {
             let ours: Vec<String> = serde_json::from_str(value.get()).ok()?;
-            let theirs: Vec<String> = serde_json::from_str(their_value.get()).unwrap_or_default();
-            let both: Vec<&String> = ours.iter().filter(|item| theirs.contains(item)).collect();
+            let mut theirs: Vec<String> =
+                serde_json::from_str(their_value.get()).unwrap_or_default();
+            // Sorted, so a thousand URIs are not compared a million times.
+            theirs.sort_unstable();
+            let both: Vec<&String> = ours
+                .iter()
+                .filter(|item| theirs.binary_search(item).is_ok())
+                .collect();
             (!both.is_empty()).then(|| serde_json::to_string(&both).expect("strings serialize"))
         };
         if let Some(kept) = kept {
