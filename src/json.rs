@@ -337,7 +337,7 @@ pub(crate) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
 /// [`string`] of the JSON text `text`.
 pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.contains('\\') {
+    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
         return Some(Cow::Borrowed(inner));
     }
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
