@@ -34,6 +34,282 @@ pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a 
     Ok(found)
 }
 
+/// One member looked up by name, as [`unique`] gives it.
+pub(crate) type Member<'a> = Result<Option<&'a str>, ()>;
+
+/// Records one more member named like `slot`'s: the second makes it ambiguous.
+pub(crate) fn record<'a>(slot: &mut Member<'a>, value: &'a str) {
+    *slot = match slot {
+        Ok(None) => Ok(Some(value)),
+        _ => Err(()),
+    };
+}
+
+/// A single checking pass over JSON text that hands chosen members to the
+/// caller as it goes, so nested objects are read without a second walk.
+///
+/// It accepts exactly what `serde_json` accepts for a value it skips (the
+/// way [`members`] reads member values): strings are not decoded, so a lone
+/// surrogate escape passes. Nesting is tracked in a bit stack, not by
+/// recursion, so depth is unbounded there too.
+pub(crate) struct Walk<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+/// Bytes that end a run of plain string bytes: the quote, a backslash, and
+/// the control characters JSON does not allow in a string.
+static STRING_STOP: [bool; 256] = {
+    let mut stop = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        stop[b] = true;
+        b += 1;
+    }
+    stop[b'"' as usize] = true;
+    stop[b'\\' as usize] = true;
+    stop
+};
+
+impl<'a> Walk<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self { text, at: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// True when only whitespace is left.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.space();
+        self.at == self.text.len()
+    }
+
+    /// True when the next value is an object.
+    pub(crate) fn at_object(&mut self) -> bool {
+        self.space();
+        self.peek() == Some(b'{')
+    }
+
+    /// Skips the rest of a string after its opening quote; true when it has
+    /// escapes.
+    fn string(&mut self) -> Option<bool> {
+        let bytes = self.bytes();
+        let mut escaped = false;
+        loop {
+            while !STRING_STOP[usize::from(*bytes.get(self.at)?)] {
+                self.at += 1;
+            }
+            match self.next()? {
+                b'"' => return Some(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match self.next()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            let hex = bytes.get(self.at..self.at + 4)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            self.at += 4;
+                        }
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.at;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+        self.at - start
+    }
+
+    /// Skips the rest of a number whose first byte was `first`.
+    fn number(&mut self, first: u8) -> Option<()> {
+        let first = if first == b'-' { self.next()? } else { first };
+        match first {
+            b'0' if matches!(self.peek(), Some(b'0'..=b'9')) => return None,
+            b'0' => {}
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    fn literal(&mut self, rest: &[u8]) -> Option<()> {
+        let end = self.at + rest.len();
+        (self.bytes().get(self.at..end)? == rest).then(|| self.at = end)
+    }
+
+    /// A key's opening quote to its colon; `None` for the raw key text and
+    /// whether it has escapes.
+    fn key(&mut self) -> Option<(&'a str, bool)> {
+        if self.next()? != b'"' {
+            return None;
+        }
+        let start = self.at;
+        let escaped = self.string()?;
+        let key = self.text.get(start - 1..self.at)?;
+        self.space();
+        (self.next()? == b':').then_some((key, escaped))
+    }
+
+    /// Checks and skips one value; its text, as [`RawValue::get`] gives it.
+    pub(crate) fn value(&mut self) -> Option<&'a str> {
+        self.space();
+        let start = self.at;
+        // Open containers, innermost in the lowest bit: 1 for an object.
+        // Past 64 levels the outer ones spill into `deep`.
+        let (mut open, mut depth, mut deep) = (0u64, 0usize, Vec::new());
+        loop {
+            match self.next()? {
+                b'"' => {
+                    self.string()?;
+                }
+                container @ (b'{' | b'[') => {
+                    self.space();
+                    let close = if container == b'{' { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.at += 1;
+                    } else {
+                        if depth >= 64 {
+                            deep.push(open >> 63 == 1);
+                        }
+                        open = (open << 1) | u64::from(container == b'{');
+                        depth += 1;
+                        if container == b'{' {
+                            self.key()?;
+                        }
+                        self.space();
+                        continue;
+                    }
+                }
+                b't' => self.literal(b"rue")?,
+                b'f' => self.literal(b"alse")?,
+                b'n' => self.literal(b"ull")?,
+                first @ (b'-' | b'0'..=b'9') => self.number(first)?,
+                _ => return None,
+            }
+            // After a value: close what ends here, or move to the next one.
+            loop {
+                if depth == 0 {
+                    return self.text.get(start..self.at);
+                }
+                self.space();
+                let object = open & 1 == 1;
+                match self.next()? {
+                    b',' => {
+                        if object {
+                            self.space();
+                            self.key()?;
+                        }
+                        self.space();
+                        break;
+                    }
+                    b'}' if object => {}
+                    b']' if !object => {}
+                    _ => return None,
+                }
+                open >>= 1;
+                depth -= 1;
+                if depth >= 64 {
+                    open |= u64::from(deep.pop()?) << 63;
+                }
+            }
+        }
+    }
+
+    /// Checks and walks the object next in the text. Each member whose key
+    /// decodes to one of `names` is handed to `member` with its index, to read
+    /// the value (with [`Walk::value`] or a nested [`Walk::object`]); other
+    /// values are skipped. `Some(false)` when a key does not decode, which
+    /// makes the object unreadable to [`members`]; `None` when the text is not
+    /// valid JSON or the object is not one. With the object's text.
+    pub(crate) fn object<const N: usize>(
+        &mut self,
+        names: [&str; N],
+        mut member: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<(&'a str, bool)> {
+        self.space();
+        let start = self.at;
+        if self.next()? != b'{' {
+            return None;
+        }
+        self.space();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Some((self.text.get(start..self.at)?, true));
+        }
+        let mut keys_decode = true;
+        loop {
+            let (key, escaped) = self.key()?;
+            let slot = if escaped {
+                match serde_json::from_str::<String>(key) {
+                    Ok(key) => names.iter().position(|name| *name == key),
+                    Err(_) => {
+                        keys_decode = false;
+                        None
+                    }
+                }
+            } else {
+                let key = key.get(1..key.len() - 1)?;
+                names.iter().position(|name| *name == key)
+            };
+            match slot {
+                Some(slot) => member(self, slot)?,
+                None => {
+                    self.value()?;
+                }
+            }
+            self.space();
+            match self.next()? {
+                b',' => self.space(),
+                b'}' => return Some((self.text.get(start..self.at)?, keys_decode)),
+                _ => return None,
+            }
+        }
+    }
+}
+
 struct MembersVisitor;
 
 impl<'de> Visitor<'de> for MembersVisitor {
@@ -55,9 +331,13 @@ impl<'de> Visitor<'de> for MembersVisitor {
 
 /// The decoded text of a JSON string, borrowed when it has no escapes.
 pub(crate) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
+    string_text(raw.get())
+}
+
+/// [`string`] of the JSON text `text`.
+pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.contains('\\') {
+    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
         return Some(Cow::Borrowed(inner));
     }
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
@@ -81,10 +361,15 @@ pub(crate) fn is_usable_id(id: &RawValue) -> bool {
 
 /// True when two JSON-RPC ids are the same value (`1` and `1.0` included).
 pub(crate) fn same_id(a: &RawValue, b: &RawValue) -> bool {
-    a.get() == b.get()
+    same_id_text(a.get(), b.get())
+}
+
+/// [`same_id`] of two JSON texts.
+pub(crate) fn same_id_text(a: &str, b: &str) -> bool {
+    a == b
         || match (
-            serde_json::from_str::<serde_json::Value>(a.get()),
-            serde_json::from_str::<serde_json::Value>(b.get()),
+            serde_json::from_str::<serde_json::Value>(a),
+            serde_json::from_str::<serde_json::Value>(b),
         ) {
             (Ok(serde_json::Value::Number(x)), Ok(serde_json::Value::Number(y))) => {
                 x.as_f64() == y.as_f64()
@@ -165,6 +450,160 @@ mod tests {
         let n = unique(&params, "n").unwrap().unwrap();
         let out = splice(text, n, b"{}");
         assert_eq!(out, br#"{"id":7, "params" : {"n": {}} , "z":1}"#);
+    }
+
+    /// Whether `text` is one valid value to the walk and to serde_json, and
+    /// whether it is an object with readable keys to the walk and to `members`.
+    fn agree(text: &str) -> Result<(), String> {
+        let mut walk = Walk::new(text);
+        let walked = walk.value().is_some() && walk.at_end();
+        let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        let mut walk = Walk::new(text);
+        let object = walk
+            .object([], |_, _| Some(()))
+            .is_some_and(|(_, readable)| readable)
+            && walk.at_end();
+        if (walked, object) == (serde, members(text).is_some()) {
+            Ok(())
+        } else {
+            Err(format!("{text:?}: walk {walked} {object}, serde {serde}"))
+        }
+    }
+
+    fn value() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = proptest::sample::select(vec![
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "7",
+            "-12.5e+3",
+            "1E9",
+            "0.25",
+            "1e400",
+            r#""""#,
+            r#""a""#,
+            r#""\u00e9\n\"""#,
+            r#""\ud800""#,
+            r#""é""#,
+        ])
+        .prop_map(str::to_owned);
+        leaf.prop_recursive(6, 48, 6, |inner| {
+            let space = proptest::sample::select(vec!["", " ", "\t\r\n"]);
+            let key = proptest::sample::select(vec![
+                r#""k""#,
+                r#""method""#,
+                r#""\u006b""#,
+                r#""\udc00""#,
+                r#""""#,
+            ]);
+            prop_oneof![
+                proptest::collection::vec((inner.clone(), space.clone()), 0..5).prop_map(|v| {
+                    let items: Vec<String> =
+                        v.into_iter().map(|(i, s)| format!("{s}{i}{s}")).collect();
+                    format!("[{}]", items.join(","))
+                }),
+                proptest::collection::vec((key, inner, space), 0..5).prop_map(|v| {
+                    let items: Vec<String> = v
+                        .into_iter()
+                        .map(|(k, i, s)| format!("{s}{k}{s}:{s}{i}"))
+                        .collect();
+                    format!("{{{}}}", items.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_walk_accepts_what_serde_json_accepts(
+            text in value(),
+            at in 0usize..400,
+            junk in proptest::sample::select(vec![
+                "", "\"", "\\", "{", "}", "[", "]", ",", ":", " ", "0", "-", ".", "e", "x",
+                "\u{1}", "\\u", "\\ud83d\\ude00", "tru", "nul", "é", "00",
+            ]),
+        ) {
+            agree(&text).map_err(proptest::test_runner::TestCaseError::fail)?;
+            let mut at = at.min(text.len());
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            for text in [
+                text[..at].to_owned(),
+                format!("{}{junk}{}", &text[..at], &text[at..]),
+                format!("{}{junk}", &text[..at]),
+            ] {
+                agree(&text).map_err(proptest::test_runner::TestCaseError::fail)?;
+            }
+        }
+    }
+
+    #[test]
+    fn the_walk_agrees_on_edge_cases() {
+        for text in [
+            "",
+            " ",
+            "{}",
+            "[]",
+            "{ }",
+            "[ ]",
+            "{} ",
+            "{}x",
+            "[1,]",
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+            r#"{"a":1 "b":2}"#,
+            "[1 2]",
+            "{]",
+            "[}",
+            "01",
+            "-01",
+            "-",
+            "1.",
+            "1.e1",
+            "1e",
+            "1e+",
+            "-0.0e-0",
+            "1E+2",
+            "tru",
+            "truex",
+            "nulll",
+            r#""\u12""#,
+            r#""\u12G4""#,
+            r#""\a""#,
+            "\"\u{7f}\"",
+            "\"\u{1f}\"",
+            r#"{"\ud800":1}"#,
+            r#"{"\ud800\udc00":1}"#,
+            r#"["\ud800"]"#,
+            r#"{"a":{"\ud800":1}}"#,
+            "\u{feff}{}",
+            "{}\u{a0}",
+        ] {
+            agree(text).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_walk_has_no_depth_limit() {
+        for depth in [63, 64, 65, 129, 100_000] {
+            let open: String = (0..depth)
+                .map(|i| if i % 3 == 0 { "[" } else { r#"{"a":"# })
+                .collect();
+            let close: String = (0..depth)
+                .rev()
+                .map(|i| if i % 3 == 0 { "]" } else { "}" })
+                .collect();
+            agree(&format!("{open}1{close}")).unwrap();
+            let mut wrong = close.clone().into_bytes();
+            let flip = wrong.len() - 1 - 60.min(wrong.len() - 1);
+            wrong[flip] = if wrong[flip] == b']' { b'}' } else { b']' };
+            agree(&format!("{open}1{}", String::from_utf8(wrong).unwrap())).unwrap();
+            agree(&format!("{open}1{}", &close[1..])).unwrap();
+        }
     }
 
     #[test]

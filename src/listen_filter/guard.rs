@@ -1,6 +1,7 @@
 //! The stream guard: keeps a listen response's SSE stream within the
 //! honoured filter, event by event.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
@@ -20,9 +21,16 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 pub(crate) struct Guard {
     filter: HonouredFilter,
     acknowledged: bool,
+    // The filter's topics, indexed once per stream: every event is checked.
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Uris,
+    task_ids: Vec<String>,
 }
 
 /// What the guard does with one message.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 enum Verdict {
     /// A notification for this subscription: the ack must precede it.
     Keep,
@@ -35,7 +43,14 @@ enum Verdict {
 
 impl Guard {
     pub(crate) fn new(filter: HonouredFilter) -> Self {
+        let mut task_ids: Vec<String> = filter.task_ids().map(str::to_owned).collect();
+        task_ids.sort_unstable();
         Self {
+            tools: filter.honours(&Topic::ToolsListChanged),
+            prompts: filter.honours(&Topic::PromptsListChanged),
+            resources: filter.honours(&Topic::ResourcesListChanged),
+            uris: Uris::new(filter.resource_uris()),
+            task_ids,
             filter,
             acknowledged: false,
         }
@@ -60,20 +75,17 @@ impl Guard {
     }
 
     fn judge(&self, data: &str) -> Verdict {
-        let Some(message) = json::members(data) else {
+        let Some(message) = Message::read(data) else {
             return Verdict::Drop("not a JSON-RPC message");
         };
-        let (Ok(method), Ok(params), Ok(id)) = (
-            json::unique(&message, "method"),
-            json::unique(&message, "params"),
-            json::unique(&message, "id"),
-        ) else {
+        let (Ok(method), Ok(params), Ok(id)) = (message.method, message.params, message.id) else {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
-        let Some(method) = method.and_then(json::string) else {
+        let subscription_id = self.filter.subscription_id().get();
+        let Some(method) = method.and_then(json::string_text) else {
             // A response: only the listen's own (its graceful close) belongs here.
             return match id {
-                Some(id) if json::same_id(id, self.filter.subscription_id()) => Verdict::Pass,
+                Some(id) if json::same_id_text(id, subscription_id) => Verdict::Pass,
                 _ => Verdict::Drop("response to another request"),
             };
         };
@@ -81,52 +93,44 @@ impl Guard {
             // A server-to-client request (ping and the like) is not a notification.
             return Verdict::Pass;
         }
-        let params = params.and_then(|p| json::members(p.get()));
-        if let Some(tag) = params.as_ref().and_then(|p| subscription_tag(p)) {
-            if !json::same_id(tag, self.filter.subscription_id()) {
+        if let Some(tag) = message.tag {
+            if !json::same_id_text(tag, subscription_id) {
                 return Verdict::Drop("another subscription");
             }
         }
-        let field = |name: &str| {
-            params
-                .as_ref()
-                .and_then(|p| json::unique(p, name).ok().flatten())
-                .and_then(json::string)
-        };
         let honoured = match method.as_ref() {
-            ACKNOWLEDGED => {
-                let Some(params) = params.as_ref() else {
-                    return Verdict::Drop("acknowledgment without params");
-                };
-                return match json::unique(params, "notifications") {
-                    Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
-                        Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
-                        None => {
-                            Verdict::Drop("acknowledgment with a malformed notifications object")
-                        }
-                    },
-                    _ => Verdict::Drop("acknowledgment without one notifications object"),
-                };
+            ACKNOWLEDGED => return self.acknowledgment(data, params),
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            "notifications/resources/updated" => {
+                string_member(message.uri).is_some_and(|uri| self.uris.cover(&uri))
             }
-            "notifications/tools/list_changed" => self.filter.honours(&Topic::ToolsListChanged),
-            "notifications/prompts/list_changed" => self.filter.honours(&Topic::PromptsListChanged),
-            "notifications/resources/list_changed" => {
-                self.filter.honours(&Topic::ResourcesListChanged)
-            }
-            "notifications/resources/updated" => field("uri").is_some_and(|uri| {
-                self.filter
-                    .resource_uris()
-                    .any(|honoured| covers(honoured, &uri))
+            "notifications/tasks" => string_member(message.task_id).is_some_and(|id| {
+                self.task_ids
+                    .binary_search_by(|t| t.as_str().cmp(&id))
+                    .is_ok()
             }),
-            "notifications/tasks" => {
-                field("taskId").is_some_and(|id| self.filter.task_ids().any(|t| t == id))
-            }
             _ => false,
         };
         if honoured {
             Verdict::Keep
         } else {
             Verdict::Drop("outside the honoured filter")
+        }
+    }
+
+    /// The verdict on the inner service's acknowledgment, once per stream.
+    fn acknowledgment(&self, data: &str, params: Option<&str>) -> Verdict {
+        let Some(params) = params.and_then(json::members) else {
+            return Verdict::Drop("acknowledgment without params");
+        };
+        match json::unique(&params, "notifications") {
+            Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
+                Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
+                None => Verdict::Drop("acknowledgment with a malformed notifications object"),
+            },
+            _ => Verdict::Drop("acknowledgment without one notifications object"),
         }
     }
 }
@@ -145,8 +149,14 @@ fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
             (their_value.get() == "true").then(|| "true".to_owned())
         } else {
             let ours: Vec<String> = serde_json::from_str(value.get()).ok()?;
-            let theirs: Vec<String> = serde_json::from_str(their_value.get()).unwrap_or_default();
-            let both: Vec<&String> = ours.iter().filter(|item| theirs.contains(item)).collect();
+            let mut theirs: Vec<String> =
+                serde_json::from_str(their_value.get()).unwrap_or_default();
+            // Sorted, so a thousand URIs are not compared a million times.
+            theirs.sort_unstable();
+            let both: Vec<&String> = ours
+                .iter()
+                .filter(|item| theirs.binary_search(item).is_ok())
+                .collect();
             (!both.is_empty()).then(|| serde_json::to_string(&both).expect("strings serialize"))
         };
         if let Some(kept) = kept {
@@ -162,20 +172,165 @@ fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
     Some(out)
 }
 
-/// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present.
-fn subscription_tag<'a>(params: &json::Members<'a>) -> Option<&'a RawValue> {
-    let meta = json::unique(params, "_meta").ok().flatten()?;
-    let meta = json::members(meta.get())?;
-    json::unique(&meta, SUBSCRIPTION_ID).ok().flatten()
+/// A member present once with a string value, decoded.
+fn string_member(member: json::Member<'_>) -> Option<Cow<'_, str>> {
+    member.ok().flatten().and_then(json::string_text)
+}
+
+/// What the guard reads of a message: the members `json::members` and
+/// `json::unique` would give, found in one checking pass.
+struct Message<'a> {
+    method: json::Member<'a>,
+    params: json::Member<'a>,
+    id: json::Member<'a>,
+    /// `params.uri` and `params.taskId`.
+    uri: json::Member<'a>,
+    task_id: json::Member<'a>,
+    /// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present once.
+    tag: Option<&'a str>,
+}
+
+impl<'a> Message<'a> {
+    /// `None` when `data` is not one JSON object with readable keys.
+    fn read(data: &'a str) -> Option<Self> {
+        let mut message = Message {
+            method: Ok(None),
+            params: Ok(None),
+            id: Ok(None),
+            uri: Ok(None),
+            task_id: Ok(None),
+            tag: None,
+        };
+        let mut walk = json::Walk::new(data);
+        let (_, readable) = walk.object(["method", "params", "id"], |walk, slot| {
+            match slot {
+                0 => json::record(&mut message.method, walk.value()?),
+                2 => json::record(&mut message.id, walk.value()?),
+                _ if walk.at_object() => {
+                    let params = Params::read(walk)?;
+                    json::record(&mut message.params, params.text);
+                    // Only one `params` is ever used: a second one is ambiguous.
+                    (message.uri, message.task_id, message.tag) =
+                        (params.uri, params.task_id, params.tag);
+                }
+                _ => {
+                    json::record(&mut message.params, walk.value()?);
+                    (message.uri, message.task_id, message.tag) = (Ok(None), Ok(None), None);
+                }
+            }
+            Some(())
+        })?;
+        (readable && walk.at_end()).then_some(message)
+    }
+}
+
+/// The members of a `params` object the guard reads.
+struct Params<'a> {
+    text: &'a str,
+    uri: json::Member<'a>,
+    task_id: json::Member<'a>,
+    tag: Option<&'a str>,
+}
+
+impl<'a> Params<'a> {
+    /// Reads the object next in `walk`; its members are all absent when a key
+    /// does not decode, as `json::members` would not read it.
+    fn read(walk: &mut json::Walk<'a>) -> Option<Self> {
+        let (mut meta, mut uri, mut task_id) = (Ok(None), Ok(None), Ok(None));
+        let mut tag = None;
+        let (text, readable) = walk.object(["_meta", "uri", "taskId"], |walk, slot| {
+            match slot {
+                0 if walk.at_object() => {
+                    let mut found = Ok(None);
+                    let (text, readable) = walk.object([SUBSCRIPTION_ID], |walk, _| {
+                        json::record(&mut found, walk.value()?);
+                        Some(())
+                    })?;
+                    json::record(&mut meta, text);
+                    tag = if readable { found.ok().flatten() } else { None };
+                }
+                0 => {
+                    json::record(&mut meta, walk.value()?);
+                    tag = None;
+                }
+                1 => json::record(&mut uri, walk.value()?),
+                _ => json::record(&mut task_id, walk.value()?),
+            }
+            Some(())
+        })?;
+        let readable_meta = matches!(meta, Ok(Some(_)));
+        Some(if readable {
+            Params {
+                text,
+                uri,
+                task_id,
+                tag: tag.filter(|_| readable_meta),
+            }
+        } else {
+            Params {
+                text,
+                uri: Ok(None),
+                task_id: Ok(None),
+                tag: None,
+            }
+        })
+    }
 }
 
 /// The sub-resource rule: an honoured URI covers itself and every URI below
 /// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
-pub(crate) fn covers(honoured: &str, uri: &str) -> bool {
+fn covers_bytes(honoured: &[u8], uri: &[u8]) -> bool {
     match uri.strip_prefix(honoured) {
-        Some("") => true,
-        Some(rest) => honoured.ends_with('/') || rest.starts_with('/'),
+        Some([]) => true,
+        Some(rest) => honoured.ends_with(b"/") || rest.starts_with(b"/"),
         None => false,
+    }
+}
+
+#[cfg(test)]
+fn covers(honoured: &str, uri: &str) -> bool {
+    covers_bytes(honoured.as_bytes(), uri.as_bytes())
+}
+
+/// The honoured resource URIs, sorted, to find one that covers a URI (the
+/// sub-resource rule) with a few binary searches instead of a scan.
+struct Uris(Vec<Box<[u8]>>);
+
+impl Uris {
+    fn new<'a>(uris: impl Iterator<Item = &'a str>) -> Self {
+        let mut uris: Vec<Box<[u8]>> = uris.map(|uri| uri.as_bytes().into()).collect();
+        uris.sort_unstable();
+        uris.dedup();
+        Self(uris)
+    }
+
+    /// True when an honoured URI covers `uri`.
+    ///
+    /// Only a prefix of `uri` can cover it, and every honoured prefix of
+    /// `target` sorts between `target` and the greatest honoured URI `h` at
+    /// or below it, so it is a prefix of `h` too: `h` is checked, and the
+    /// search goes on below their common prefix, shorter each round.
+    fn cover(&self, uri: &str) -> bool {
+        let uri = uri.as_bytes();
+        let mut target = uri;
+        loop {
+            let below = self.0.partition_point(|h| **h <= *target);
+            let Some(h) = below.checked_sub(1).map(|i| &*self.0[i]) else {
+                return false;
+            };
+            let common = h.iter().zip(target).take_while(|(a, b)| a == b).count();
+            if common == h.len() {
+                if covers_bytes(h, uri) {
+                    return true;
+                }
+                let Some(shorter) = common.checked_sub(1) else {
+                    return false;
+                };
+                target = &uri[..shorter];
+            } else {
+                target = &uri[..common];
+            }
+        }
     }
 }
 
@@ -232,6 +387,255 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         serde_json::from_str(text).unwrap()
+    }
+
+    fn filter(notifications: &str) -> HonouredFilter {
+        let profile = crate::ServerProfile::builder()
+            .resource_access(|_: Option<&crate::Principal>, uris: &[&str]| {
+                std::future::ready(vec![true; uris.len()])
+            })
+            .subscription_hook(|uris: &[&str]| std::future::ready(vec![true; uris.len()]))
+            .task_directory(|_: &crate::Principal, ids: &[&str]| {
+                std::future::ready(vec![true; ids.len()])
+            })
+            .tasks(true)
+            .build()
+            .unwrap();
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(crate::Principal::new("alice"));
+        let params = raw(&format!(
+            r#"{{"notifications":{notifications},"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"extensions":{{"io.modelcontextprotocol/tasks":{{}}}}}}}}}}"#
+        ));
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(crate::honour(&profile, &parts, &raw("7"), Some(&params)))
+            .unwrap()
+    }
+
+    /// The guard's verdict as it was before `json::lookup`: every level
+    /// walked as `json::members`. The new one must agree on every input.
+    fn members_verdict(filter: &HonouredFilter, data: &str) -> Verdict {
+        fn tag<'a>(params: &json::Members<'a>) -> Option<&'a RawValue> {
+            let meta = json::unique(params, "_meta").ok().flatten()?;
+            let meta = json::members(meta.get())?;
+            json::unique(&meta, SUBSCRIPTION_ID).ok().flatten()
+        }
+        let Some(message) = json::members(data) else {
+            return Verdict::Drop("not a JSON-RPC message");
+        };
+        let (Ok(method), Ok(params), Ok(id)) = (
+            json::unique(&message, "method"),
+            json::unique(&message, "params"),
+            json::unique(&message, "id"),
+        ) else {
+            return Verdict::Drop("ambiguous JSON-RPC message");
+        };
+        let Some(method) = method.and_then(json::string) else {
+            return match id {
+                Some(id) if json::same_id(id, filter.subscription_id()) => Verdict::Pass,
+                _ => Verdict::Drop("response to another request"),
+            };
+        };
+        if !method.starts_with("notifications/") {
+            return Verdict::Pass;
+        }
+        let params = params.and_then(|p| json::members(p.get()));
+        if let Some(tag) = params.as_ref().and_then(|p| tag(p)) {
+            if !json::same_id(tag, filter.subscription_id()) {
+                return Verdict::Drop("another subscription");
+            }
+        }
+        let field = |name: &str| {
+            params
+                .as_ref()
+                .and_then(|p| json::unique(p, name).ok().flatten())
+                .and_then(json::string)
+        };
+        let honoured = match method.as_ref() {
+            ACKNOWLEDGED => {
+                let Some(params) = params.as_ref() else {
+                    return Verdict::Drop("acknowledgment without params");
+                };
+                return match json::unique(params, "notifications") {
+                    Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
+                        Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
+                        None => {
+                            Verdict::Drop("acknowledgment with a malformed notifications object")
+                        }
+                    },
+                    _ => Verdict::Drop("acknowledgment without one notifications object"),
+                };
+            }
+            "notifications/tools/list_changed" => filter.honours(&Topic::ToolsListChanged),
+            "notifications/prompts/list_changed" => filter.honours(&Topic::PromptsListChanged),
+            "notifications/resources/list_changed" => filter.honours(&Topic::ResourcesListChanged),
+            "notifications/resources/updated" => field("uri").is_some_and(|uri| {
+                filter
+                    .resource_uris()
+                    .any(|honoured| covers(honoured, &uri))
+            }),
+            "notifications/tasks" => {
+                field("taskId").is_some_and(|id| filter.task_ids().any(|t| t == id))
+            }
+            _ => false,
+        };
+        if honoured {
+            Verdict::Keep
+        } else {
+            Verdict::Drop("outside the honoured filter")
+        }
+    }
+
+    const NOTIFICATIONS: &str = r#"{"toolsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["file:///logs","demo://a/","x","caf\u00e9"],"taskIds":["t1","t\"2"]}"#;
+
+    /// Messages at the edges of JSON and JSON-RPC that the guard must judge
+    /// exactly as the `members` walk did.
+    const EDGE_CASES: &[&str] = &[
+        "",
+        " ",
+        "x",
+        "[]",
+        "null",
+        r#""notifications/tools/list_changed""#,
+        "{}",
+        " { } ",
+        "{} x",
+        "{",
+        r#"{"method":"notifications/tools/list_changed"}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{}}"#,
+        r#"{"method":"notifications/tools/list_changed"} "#,
+        "\t{ \"method\" :\r\n\"notifications/tools/list_changed\" , \"params\" : { \"_meta\" : { \"io.modelcontextprotocol/subscriptionId\" : 7 } } }\n",
+        r#"{"method":"notifications/tools/list_changed","method":"notifications/tools/list_changed"}"#,
+        r#"{"method":"notifications/tools/list_changed","\u006dethod":"x"}"#,
+        r#"{"\u006dethod":"notifications/tools/list_changed"}"#,
+        r#"{"method":"notifications\/tools\/list_changed"}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{},"params":{}}"#,
+        r#"{"method":"notifications/tools/list_changed","id":1,"id":2}"#,
+        r#"{"method":"notifications/tools/list_changed","\ud800":1}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"\ud800":1,"_meta":{"io.modelcontextprotocol/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"\udc00":1,"io.modelcontextprotocol/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"x":"\ud800"}}"#,
+        r#"{"method":"notifications/tools/list_changed","x":1e400}"#,
+        r#"{"method":"notifications/tools/list_changed","params":1e400}"#,
+        r#"{"method":"notifications/tools/list_changed","params":[{"_meta":{}}]}"#,
+        r#"{"method":"notifications/tools/list_changed","params":"_meta"}"#,
+        r#"{"method":"notifications/tools/list_changed","params":null}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":[]}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7.0}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"7"}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":70e-1}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":8,"io.modelcontextprotocol/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":8},"_meta":{}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol\/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"a":"}\"{","_meta":{"b":["]",{"c":"\\"}],"io.modelcontextprotocol/subscriptionId":8}}}"#,
+        r#"{"method":"notifications/prompts/list_changed"}"#,
+        r#"{"method":"notifications/resources/list_changed"}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"file:///logs"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"file:///logs/a/b"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"file:///logs2"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"file:///log"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"file:\/\/\/logs\/x"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"demo://a/"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"demo://a/b"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"demo://a"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"x/y"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"xy"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"café/menu"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"caf\u00e9"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"cafe"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"\ud800"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":7}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"x","uri":"x"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"x","_meta":{"io.modelcontextprotocol/subscriptionId":7}}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"x","_meta":{"io.modelcontextprotocol/subscriptionId":1}}}"#,
+        r#"{"method":"notifications/tasks","params":{"taskId":"t1"}}"#,
+        r#"{"method":"notifications/tasks","params":{"taskId":"t\"2"}}"#,
+        r#"{"method":"notifications/tasks","params":{"taskId":"t\u0031"}}"#,
+        r#"{"method":"notifications/tasks","params":{"taskId":"t3"}}"#,
+        r#"{"method":"notifications/tasks","params":{"taskId":["t1"]}}"#,
+        r#"{"method":"notifications/other"}"#,
+        r#"{"method":"notification/tools/list_changed"}"#,
+        r#"{"method":"ping","id":3}"#,
+        r#"{"method":1,"id":7}"#,
+        r#"{"method":"\ud800","id":7}"#,
+        r#"{"id":7,"result":{}}"#,
+        r#"{"id":7.0,"result":{}}"#,
+        r#"{"id":"7","result":{}}"#,
+        r#"{"id":8,"result":{}}"#,
+        r#"{"result":{}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true,"taskIds":["t1","t9"]}}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{"notifications":[]}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{"notifications":{},"notifications":{}}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{}}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":[]}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged"}"#,
+        r#"{"method":"notifications/subscriptions/acknowledged","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/subscriptionId":9}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":07}}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"s":"a
+b"}}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"s":"\x"}}"#,
+        r#"{"method":"notifications/tools/list_changed",}"#,
+        r#"{"method":"notifications/tools/list_changed" "id":1}"#,
+        r#"{"method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":tru}}}"#,
+    ];
+
+    #[test]
+    fn judges_edge_cases_as_the_members_walk_did() {
+        let filter = filter(NOTIFICATIONS);
+        let guard = Guard::new(filter.clone());
+        for data in EDGE_CASES {
+            assert_eq!(guard.judge(data), members_verdict(&filter, data), "{data}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Cuts, splices and byte flips of the edge cases: mostly broken JSON,
+        /// which must be judged alike too.
+        #[test]
+        fn judges_mangled_messages_as_the_members_walk_did(
+            case in 0..EDGE_CASES.len(),
+            other in 0..EDGE_CASES.len(),
+            at in 0usize..200,
+            to in 0usize..200,
+            byte in proptest::sample::select(b" \t\n\"\\{}[]:,/0123456789.eE+-tnu7ad".to_vec()),
+        ) {
+            let filter = filter(NOTIFICATIONS);
+            let guard = Guard::new(filter.clone());
+            let (a, b) = (EDGE_CASES[case].as_bytes(), EDGE_CASES[other].as_bytes());
+            let (at, to) = (at.min(a.len()), to.min(b.len()));
+            let mut inputs = vec![[&a[..at], &b[to..]].concat()];
+            let mut flipped = a.to_vec();
+            if at < a.len() {
+                flipped[at] = byte;
+            } else {
+                flipped.push(byte);
+            }
+            inputs.push(flipped);
+            let mut inserted = a.to_vec();
+            inserted.insert(at, byte);
+            inputs.push(inserted);
+            for input in inputs {
+                let Ok(data) = std::str::from_utf8(&input) else { continue };
+                proptest::prop_assert_eq!(guard.judge(data), members_verdict(&filter, data), "{}", data);
+            }
+        }
+
+        /// The sorted lookup finds a covering URI exactly when a scan does.
+        #[test]
+        fn uris_cover_as_the_scan_does(
+            honoured in proptest::collection::vec("[ab/é]{0,5}", 0..8),
+            uri in "[ab/é]{0,7}",
+        ) {
+            let uris = Uris::new(honoured.iter().map(String::as_str));
+            proptest::prop_assert_eq!(
+                uris.cover(&uri),
+                honoured.iter().any(|h| covers(h, &uri))
+            );
+        }
     }
 
     #[test]
