@@ -49,7 +49,7 @@ impl Event {
     /// This event with its `data` replaced: same `event`, `id` and `retry`,
     /// serialized anew.
     pub(crate) fn with_data(&self, data: &[u8]) -> Bytes {
-        let data = String::from_utf8_lossy(data);
+        let data = text(data);
         let mut fields = self.fields();
         fields.data = &data;
         let mut out = BytesMut::with_capacity(data.len() + 32);
