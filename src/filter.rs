@@ -461,17 +461,30 @@ fn validate<'a>(
         .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
     let meta = unique(&members, "_meta")
         .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
-    let entries = read_members(notifications).ok_or_else(|| {
+    let limits = profile.limits();
+    // The string arrays are read as the walk passes them.
+    let most = limits.max_uris.max(limits.max_task_ids);
+    let entries = scan_members(notifications, |key| {
+        if matches!(
+            Kind::from_field(key),
+            Some(Kind::ResourceSubscriptions | Kind::TaskIds)
+        ) {
+            most
+        } else {
+            0
+        }
+    })
+    .or_else(|| read_members(notifications))
+    .ok_or_else(|| {
         invalid(format!(
             "`params.notifications` must be an object, got {}",
             kind_of(notifications)
         ))
     })?;
 
-    let limits = profile.limits();
     let mut seen = Kinds::default();
     let mut fields = Vec::with_capacity(entries.len());
-    for (name, value) in entries {
+    for (name, value, scanned) in entries {
         let Some(kind) = Kind::from_field(&name) else {
             continue;
         };
@@ -486,9 +499,15 @@ fn validate<'a>(
         seen.insert(kind);
         fields.push(match kind {
             Kind::ResourceSubscriptions => {
-                Field::Uris(strings(kind, value, limits.max_uris, "URIs")?)
+                Field::Uris(strings(kind, value, scanned, limits.max_uris, "URIs")?)
             }
-            Kind::TaskIds => Field::TaskIds(strings(kind, value, limits.max_task_ids, "task ids")?),
+            Kind::TaskIds => Field::TaskIds(strings(
+                kind,
+                value,
+                scanned,
+                limits.max_task_ids,
+                "task ids",
+            )?),
             flag => match value {
                 "true" => Field::Flag(flag, true),
                 "false" => Field::Flag(flag, false),
@@ -509,14 +528,16 @@ fn validate<'a>(
     })
 }
 
-/// An array of at most `max` strings.
+/// An array of at most `max` strings; `scanned` is its items when the walk
+/// already read them.
 fn strings<'a>(
     kind: Kind,
     value: &'a str,
+    scanned: Option<Vec<Cow<'a, str>>>,
     max: usize,
     what: &str,
 ) -> Result<Vec<Cow<'a, str>>, ListenError> {
-    if let Some(items) = scan_strings(value, max) {
+    if let Some(items) = scanned.filter(|items| items.len() <= max) {
         return Ok(items);
     }
     // Not a short enough array of strings: read it again, to say why.
@@ -550,22 +571,22 @@ fn strings<'a>(
         .collect()
 }
 
-/// The items of `text`, valid JSON, when it is an array of at most `max`
-/// strings that decode; `None` otherwise.
+/// The items of the value at `at` in `text`, valid JSON, when it is an
+/// array of at most `max` strings that decode, and the index just past it;
+/// `None` otherwise.
 ///
 /// Items are borrowed unless they hold an escape, so a borrowed item is
 /// exactly the JSON text between its quotes.
-fn scan_strings(text: &str, max: usize) -> Option<Vec<Cow<'_, str>>> {
+fn scan_strings(text: &str, at: usize, max: usize) -> Option<(Vec<Cow<'_, str>>, usize)> {
     let bytes = text.as_bytes();
-    let mut at = skip_space(bytes, 0);
     if bytes.get(at) != Some(&b'[') {
         return None;
     }
-    at = skip_space(bytes, at + 1);
+    let mut at = skip_space(bytes, at + 1);
     // Each item takes at least three bytes (`"",`).
-    let mut items = Vec::with_capacity(max.min(text.len() / 3 + 1));
+    let mut items = Vec::with_capacity(max.min((text.len() - at) / 3 + 1));
     if bytes.get(at) == Some(&b']') {
-        return Some(items);
+        return Some((items, at + 1));
     }
     loop {
         if bytes.get(at) != Some(&b'"') || items.len() == max {
@@ -580,7 +601,7 @@ fn scan_strings(text: &str, max: usize) -> Option<Vec<Cow<'_, str>>> {
         at = skip_space(bytes, end + 1);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return Some(items),
+            Some(b']') => return Some((items, at + 1)),
             _ => return None,
         }
     }
@@ -599,18 +620,26 @@ fn skip_space(bytes: &[u8], mut at: usize) -> usize {
 // unexpected falls back to serde_json.
 
 /// The members of a JSON object in document order, duplicates kept, each
-/// value as its JSON text.
-type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
+/// value as its JSON text, and as its strings when they were read.
+type Members<'a> = Vec<(Cow<'a, str>, &'a str, Option<Vec<Cow<'a, str>>>)>;
 
 /// Reads the members of the valid JSON `text`; `None` if it is not an object.
 fn read_members(text: &str) -> Option<Members<'_>> {
-    scan_members(text).or_else(|| {
+    scan_members(text, |_| 0).or_else(|| {
         let members = json::members(text)?;
-        Some(members.into_iter().map(|(k, v)| (k, v.get())).collect())
+        Some(
+            members
+                .into_iter()
+                .map(|(k, v)| (k, v.get(), None))
+                .collect(),
+        )
     })
 }
 
-fn scan_members(text: &str) -> Option<Members<'_>> {
+/// [`read_members`] without the fallback; the values of the keys for which
+/// `strings` is not zero are also read as arrays of at most that many
+/// strings.
+fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Option<Members<'_>> {
     let bytes = text.as_bytes();
     let mut at = skip_space(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
@@ -636,8 +665,14 @@ fn scan_members(text: &str) -> Option<Members<'_>> {
             return None;
         }
         at = skip_space(bytes, at + 1);
-        let end = value_end(bytes, at)?;
-        members.push((key, text.get(at..end)?));
+        let (scanned, end) = match strings(&key) {
+            0 => (None, value_end(bytes, at)?),
+            max => match scan_strings(text, at, max) {
+                Some((items, end)) => (Some(items), end),
+                None => (None, value_end(bytes, at)?),
+            },
+        };
+        members.push((key, text.get(at..end)?, scanned));
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
@@ -651,7 +686,7 @@ fn scan_members(text: &str) -> Option<Members<'_>> {
 /// appears more than once.
 fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a str>, ()> {
     let mut found = None;
-    for (name, value) in members {
+    for (name, value, _) in members {
         if name == key {
             if found.is_some() {
                 return Err(());
@@ -780,7 +815,7 @@ fn declares_tasks(meta: Option<&str>) -> bool {
     meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
         .and_then(|caps| member(caps, "extensions"))
         .and_then(read_members)
-        .is_some_and(|extensions| extensions.iter().any(|(key, _)| key == TASKS_EXTENSION))
+        .is_some_and(|extensions| extensions.iter().any(|(key, ..)| key == TASKS_EXTENSION))
 }
 
 /// The acknowledgment's `notifications` object, written in request order.

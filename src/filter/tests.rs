@@ -589,12 +589,13 @@ fn string_arrays_read_in_one_pass_match_the_general_path() {
                     .map(|i| json::string(i).map(Cow::into_owned))
                     .collect()
             });
-        let scanned = scan_strings(raw.get(), 2)
-            .map(|items| items.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
+        let scanned = scan_strings(raw.get(), 0, 2)
+            .map(|(items, _)| items.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
         if text.contains("\\u00e9") {
             // More than two items: only the general path reads them.
             assert_eq!(scanned, None, "{text}");
-            let all = scan_strings(raw.get(), 10).unwrap();
+            let (all, end) = scan_strings(raw.get(), 0, 10).unwrap();
+            assert_eq!(end, text.len());
             assert_eq!(all[1], "b\"c");
             assert_eq!(all[3], "é😀");
             assert_eq!(all[4], "x/y");
@@ -634,7 +635,7 @@ fn members_read_without_serde_match_serde() {
         let ours = read_members(raw.get());
         let theirs = json::members(raw.get()).map(|m| {
             m.into_iter()
-                .map(|(k, v)| (k, v.get()))
+                .map(|(k, v)| (k, v.get(), None))
                 .collect::<Members<'_>>()
         });
         assert_eq!(ours, theirs, "{text}");
