@@ -7,7 +7,9 @@
 //! hook calls.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use http::request::Parts;
 use serde_json::value::RawValue;
@@ -122,8 +124,13 @@ pub enum Topic {
 ///
 /// The layer inserts it into the request extensions of every listen it
 /// passes on.
-#[derive(Debug, Clone)]
-pub struct HonouredFilter {
+#[derive(Clone)]
+pub struct HonouredFilter(Arc<Honoured>);
+
+// Shared: the layer hands one copy to the inner service and one to the
+// stream guard, and a thousand topics are not worth copying.
+#[derive(Debug)]
+struct Honoured {
     ack: Box<RawValue>,
     topics: Vec<Topic>,
     kinds: Kinds,
@@ -137,32 +144,32 @@ impl HonouredFilter {
     /// The `notifications` object of the acknowledgment: honoured fields
     /// only, each with its honoured value, in request order (JSON text).
     pub fn ack(&self) -> &RawValue {
-        &self.ack
+        &self.0.ack
     }
 
     /// What the stream registers under.
     pub fn topics(&self) -> &[Topic] {
-        &self.topics
+        &self.0.topics
     }
 
     /// The honoured fields.
     pub fn kinds(&self) -> Kinds {
-        self.kinds
+        self.0.kinds
     }
 
     /// The listen request's JSON-RPC id, unchanged: the subscription id.
     pub fn subscription_id(&self) -> &RawValue {
-        &self.subscription_id
+        &self.0.subscription_id
     }
 
     /// True when `topic` is honoured.
     pub fn honours(&self, topic: &Topic) -> bool {
-        self.topics.contains(topic)
+        self.0.topics.contains(topic)
     }
 
     /// The honoured resource URIs, in request order.
     pub fn resource_uris(&self) -> impl Iterator<Item = &str> {
-        self.topics.iter().filter_map(|topic| match topic {
+        self.0.topics.iter().filter_map(|topic| match topic {
             Topic::Resource(uri) => Some(uri.as_str()),
             _ => None,
         })
@@ -170,7 +177,7 @@ impl HonouredFilter {
 
     /// The honoured task ids, in request order.
     pub fn task_ids(&self) -> impl Iterator<Item = &str> {
-        self.topics.iter().filter_map(|topic| match topic {
+        self.0.topics.iter().filter_map(|topic| match topic {
             Topic::Task { id, .. } => Some(id.as_str()),
             _ => None,
         })
@@ -178,17 +185,40 @@ impl HonouredFilter {
 
     /// How many URIs the request listed (before deduplication).
     pub fn requested_uris(&self) -> usize {
-        self.requested_uris
+        self.0.requested_uris
     }
 
     /// How many task ids the request listed (before deduplication).
     pub fn requested_task_ids(&self) -> usize {
-        self.requested_task_ids
+        self.0.requested_task_ids
     }
 
     /// The caller the filter was honoured for, `None` when anonymous.
     pub fn principal(&self) -> Option<&Principal> {
-        self.principal.as_ref()
+        self.0.principal.as_ref()
+    }
+}
+
+impl fmt::Debug for HonouredFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Honoured {
+            ack,
+            topics,
+            kinds,
+            subscription_id,
+            requested_uris,
+            requested_task_ids,
+            principal,
+        } = &*self.0;
+        f.debug_struct("HonouredFilter")
+            .field("ack", ack)
+            .field("topics", topics)
+            .field("kinds", kinds)
+            .field("subscription_id", subscription_id)
+            .field("requested_uris", requested_uris)
+            .field("requested_task_ids", requested_task_ids)
+            .field("principal", principal)
+            .finish()
     }
 }
 
@@ -259,6 +289,15 @@ enum Field<'a> {
     TaskIds(Vec<Cow<'a, str>>),
 }
 
+/// A filter past steps 1 and 2.
+struct Validated<'a> {
+    fields: Vec<Field<'a>>,
+    /// `params._meta`, for step 3.
+    meta: Option<&'a str>,
+    /// `params.notifications`: what the ack replaces in the body.
+    notifications: &'a str,
+}
+
 /// Honours the `params` of a listen request with JSON-RPC `id` for the
 /// caller of `parts`.
 ///
@@ -291,7 +330,24 @@ pub async fn honour(
     id: &RawValue,
     params: Option<&RawValue>,
 ) -> Result<HonouredFilter, ListenError> {
-    let (fields, meta) = validate(profile, params)?;
+    honour_at(profile, parts, id, params)
+        .await
+        .map(|(filter, _)| filter)
+}
+
+/// [`honour`], also yielding `params.notifications`, so the layer splices the
+/// ack in without reading the params again.
+pub(crate) async fn honour_at<'a>(
+    profile: &ServerProfile,
+    parts: &Parts,
+    id: &RawValue,
+    params: Option<&'a RawValue>,
+) -> Result<(HonouredFilter, &'a str), ListenError> {
+    let Validated {
+        fields,
+        meta,
+        notifications,
+    } = validate(profile, params)?;
     let caller = profile.principal(parts);
     let narrowed;
     let caps = if profile.narrows_per_caller() {
@@ -321,11 +377,12 @@ pub async fn honour(
         return Err(ListenError::MissingTasksCapability);
     }
 
-    let mut ack = Ack::default();
+    // The ack is at most about as long as the filter it honours.
+    let mut ack = Ack::with_capacity(notifications.len());
     let mut topics = Vec::new();
     let mut kinds = Kinds::default();
-    for field in fields {
-        match field {
+    for field in &fields {
+        match *field {
             Field::Flag(kind, true) => {
                 let (capability, topic) = match kind {
                     Kind::ToolsListChanged => ("tools", Topic::ToolsListChanged),
@@ -333,43 +390,41 @@ pub async fn honour(
                     _ => ("resources", Topic::ResourcesListChanged),
                 };
                 if flag(caps, capability, "listChanged") {
-                    ack.push(kind, &true);
+                    ack.push_true(kind);
                     topics.push(topic);
                     kinds.insert(kind);
                 }
             }
             Field::Flag(_, false) => {}
-            Field::Uris(uris) => {
+            Field::Uris(ref uris) => {
                 if !flag(caps, "resources", "subscribe") {
                     continue;
                 }
                 let kept = honour_uris(profile, caller.as_ref(), dedup(uris)).await?;
                 if !kept.is_empty() {
-                    ack.push(Kind::ResourceSubscriptions, &kept);
-                    topics.extend(kept.into_iter().map(Topic::Resource));
+                    ack.push_strings(Kind::ResourceSubscriptions, &kept);
+                    topics.extend(
+                        kept.iter()
+                            .map(|uri| Topic::Resource(String::from(&***uri))),
+                    );
                     kinds.insert(Kind::ResourceSubscriptions);
                 }
             }
-            Field::TaskIds(ids) => {
+            Field::TaskIds(ref ids) => {
                 let (Some(owner), Some(directory), true) =
                     (&caller, profile.task_directory(), tasks_on)
                 else {
                     continue;
                 };
-                let ids = dedup(ids);
-                let ids: Vec<&str> = ids.iter().map(|id| id.as_ref()).collect();
-                let owned = directory.owned(owner, &ids).await;
-                let kept: Vec<String> = ids
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| answer(&owned, *i))
-                    .map(|(_, id)| (*id).to_owned())
-                    .collect();
-                if !kept.is_empty() {
-                    ack.push(Kind::TaskIds, &kept);
-                    topics.extend(kept.into_iter().map(|id| Topic::Task {
+                let mut ids = dedup(ids);
+                let names: Vec<&str> = ids.iter().map(|id| &***id).collect();
+                let owned = directory.owned(owner, &names).await;
+                keep(&mut ids, &owned);
+                if !ids.is_empty() {
+                    ack.push_strings(Kind::TaskIds, &ids);
+                    topics.extend(ids.iter().map(|id| Topic::Task {
                         owner: owner.clone(),
-                        id,
+                        id: String::from(&***id),
                     }));
                     kinds.insert(Kind::TaskIds);
                 }
@@ -377,7 +432,7 @@ pub async fn honour(
         }
     }
 
-    Ok(HonouredFilter {
+    let filter = HonouredFilter(Arc::new(Honoured {
         ack: ack.finish(),
         topics,
         kinds,
@@ -385,37 +440,51 @@ pub async fn honour(
         requested_uris,
         requested_task_ids,
         principal: caller,
-    })
+    }));
+    Ok((filter, notifications))
 }
 
 /// Steps 1 and 2: shape and types, before any hook runs.
 fn validate<'a>(
     profile: &ServerProfile,
     params: Option<&'a RawValue>,
-) -> Result<(Vec<Field<'a>>, Option<&'a RawValue>), ListenError> {
+) -> Result<Validated<'a>, ListenError> {
     let params = params.ok_or_else(|| invalid("`params` is required".into()))?;
-    let members = json::members(params.get()).ok_or_else(|| {
+    let members = read_members(params.get()).ok_or_else(|| {
         invalid(format!(
             "`params` must be an object, got {}",
             json::kind(params)
         ))
     })?;
-    let notifications = json::unique(&members, "notifications")
+    let notifications = unique(&members, "notifications")
         .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
         .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
-    let meta = json::unique(&members, "_meta")
+    let meta = unique(&members, "_meta")
         .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
-    let entries = json::members(notifications.get()).ok_or_else(|| {
+    let limits = profile.limits();
+    // The string arrays are read as the walk passes them.
+    let most = limits.max_uris.max(limits.max_task_ids);
+    let entries = scan_members(notifications, |key| {
+        if matches!(
+            Kind::from_field(key),
+            Some(Kind::ResourceSubscriptions | Kind::TaskIds)
+        ) {
+            most
+        } else {
+            0
+        }
+    })
+    .or_else(|| read_members(notifications))
+    .ok_or_else(|| {
         invalid(format!(
             "`params.notifications` must be an object, got {}",
-            json::kind(notifications)
+            kind_of(notifications)
         ))
     })?;
 
-    let limits = profile.limits();
     let mut seen = Kinds::default();
     let mut fields = Vec::with_capacity(entries.len());
-    for (name, value) in entries {
+    for (name, value, scanned) in entries {
         let Some(kind) = Kind::from_field(&name) else {
             continue;
         };
@@ -430,37 +499,53 @@ fn validate<'a>(
         seen.insert(kind);
         fields.push(match kind {
             Kind::ResourceSubscriptions => {
-                Field::Uris(strings(kind, value, limits.max_uris, "URIs")?)
+                Field::Uris(strings(kind, value, scanned, limits.max_uris, "URIs")?)
             }
-            Kind::TaskIds => Field::TaskIds(strings(kind, value, limits.max_task_ids, "task ids")?),
-            flag => match value.get() {
+            Kind::TaskIds => Field::TaskIds(strings(
+                kind,
+                value,
+                scanned,
+                limits.max_task_ids,
+                "task ids",
+            )?),
+            flag => match value {
                 "true" => Field::Flag(flag, true),
                 "false" => Field::Flag(flag, false),
                 _ => {
                     return Err(invalid(format!(
                         "`notifications.{}` must be a boolean, got {}",
                         flag.field(),
-                        json::kind(value)
+                        kind_of(value)
                     )))
                 }
             },
         });
     }
-    Ok((fields, meta))
+    Ok(Validated {
+        fields,
+        meta,
+        notifications,
+    })
 }
 
-/// An array of at most `max` strings.
+/// An array of at most `max` strings; `scanned` is its items when the walk
+/// already read them.
 fn strings<'a>(
     kind: Kind,
-    value: &'a RawValue,
+    value: &'a str,
+    scanned: Option<Vec<Cow<'a, str>>>,
     max: usize,
     what: &str,
 ) -> Result<Vec<Cow<'a, str>>, ListenError> {
+    if let Some(items) = scanned.filter(|items| items.len() <= max) {
+        return Ok(items);
+    }
+    // Not a short enough array of strings: read it again, to say why.
     let field = kind.field();
-    let items: Vec<&'a RawValue> = serde_json::from_str(value.get()).map_err(|_| {
+    let items: Vec<&'a RawValue> = serde_json::from_str(value).map_err(|_| {
         invalid(format!(
             "`notifications.{field}` must be an array of strings, got {}",
-            json::kind(value)
+            kind_of(value)
         ))
     })?;
     if items.len() > max {
@@ -486,51 +571,228 @@ fn strings<'a>(
         .collect()
 }
 
+/// The items of the value at `at` in `text`, valid JSON, when it is an
+/// array of at most `max` strings that decode, and the index just past it;
+/// `None` otherwise.
+///
+/// Items are borrowed unless they hold an escape, so a borrowed item is
+/// exactly the JSON text between its quotes.
+fn scan_strings(text: &str, at: usize, max: usize) -> Option<(Vec<Cow<'_, str>>, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(at) != Some(&b'[') {
+        return None;
+    }
+    let mut at = skip_space(bytes, at + 1);
+    // Each item takes at least three bytes (`"",`).
+    let mut items = Vec::with_capacity(max.min((text.len() - at) / 3 + 1));
+    if bytes.get(at) == Some(&b']') {
+        return Some((items, at + 1));
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') || items.len() == max {
+            return None;
+        }
+        let (end, escaped) = closing_quote(bytes, at)?;
+        items.push(if escaped {
+            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
+        } else {
+            Cow::Borrowed(text.get(at + 1..end)?)
+        });
+        at = skip_space(bytes, end + 1);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b']') => return Some((items, at + 1)),
+            _ => return None,
+        }
+    }
+}
+
+/// The index of the first byte at or after `at` that is not JSON whitespace.
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+// Reading JSON text that is known to be valid: it is, or lies inside, a
+// `RawValue`, so walking it again needs only its structure. Anything
+// unexpected falls back to serde_json.
+
+/// The members of a JSON object in document order, duplicates kept, each
+/// value as its JSON text, and as its strings when they were read.
+type Members<'a> = Vec<(Cow<'a, str>, &'a str, Option<Vec<Cow<'a, str>>>)>;
+
+/// Reads the members of the valid JSON `text`; `None` if it is not an object.
+fn read_members(text: &str) -> Option<Members<'_>> {
+    scan_members(text, |_| 0).or_else(|| {
+        let members = json::members(text)?;
+        Some(
+            members
+                .into_iter()
+                .map(|(k, v)| (k, v.get(), None))
+                .collect(),
+        )
+    })
+}
+
+/// [`read_members`] without the fallback; the values of the keys for which
+/// `strings` is not zero are also read as arrays of at most that many
+/// strings.
+fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Option<Members<'_>> {
+    let bytes = text.as_bytes();
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::with_capacity(4);
+    at = skip_space(bytes, at + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(members);
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let (end, escaped) = closing_quote(bytes, at)?;
+        let key = if escaped {
+            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
+        } else {
+            Cow::Borrowed(text.get(at + 1..end)?)
+        };
+        at = skip_space(bytes, end + 1);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_space(bytes, at + 1);
+        let (scanned, end) = match strings(&key) {
+            0 => (None, value_end(bytes, at)?),
+            max => match scan_strings(text, at, max) {
+                Some((items, end)) => (Some(items), end),
+                None => (None, value_end(bytes, at)?),
+            },
+        };
+        members.push((key, text.get(at..end)?, scanned));
+        at = skip_space(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b'}') => return Some(members),
+            _ => return None,
+        }
+    }
+}
+
+/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
+/// appears more than once.
+fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a str>, ()> {
+    let mut found = None;
+    for (name, value, _) in members {
+        if name == key {
+            if found.is_some() {
+                return Err(());
+            }
+            found = Some(*value);
+        }
+    }
+    Ok(found)
+}
+
+/// The index of the closing quote of the string opening at `at`, and
+/// whether the string holds an escape.
+fn closing_quote(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut end = at + 1;
+    let mut escaped = false;
+    loop {
+        end += memchr::memchr2(b'"', b'\\', bytes.get(end..)?)?;
+        if bytes.get(end) == Some(&b'"') {
+            return Some((end, escaped));
+        }
+        // The escaped byte can neither close the string nor start an escape.
+        escaped = true;
+        end += 2;
+    }
+}
+
+/// The index just past the value that starts at `at`.
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => closing_quote(bytes, at).map(|(end, _)| end + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match bytes.get(i)? {
+                    b'"' => i = closing_quote(bytes, i)?.0,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        // A number, `true`, `false` or `null`: up to the next delimiter.
+        _ => Some(
+            bytes
+                .get(at..)?
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(bytes.len(), |len| at + len),
+        ),
+    }
+}
+
+/// What kind of JSON value `text` is, for error messages (as [`json::kind`]).
+fn kind_of(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
 /// Keeps the first occurrence of each item, in order.
-fn dedup<'a>(items: Vec<Cow<'a, str>>) -> Vec<Cow<'a, str>> {
-    let mut seen = std::collections::HashSet::with_capacity(items.len());
-    items
-        .into_iter()
-        .filter(|item| seen.insert(item.clone()))
-        .collect()
+fn dedup<'b, 'a>(items: &'b [Cow<'a, str>]) -> Vec<&'b Cow<'a, str>> {
+    let mut seen: HashSet<&'b str> = HashSet::with_capacity(items.len());
+    items.iter().filter(|item| seen.insert(item)).collect()
+}
+
+/// Keeps the items a hook answered yes for.
+fn keep<T>(items: &mut Vec<T>, answers: &[bool]) {
+    let mut index = 0;
+    items.retain(|_| {
+        index += 1;
+        answer(answers, index - 1)
+    });
 }
 
 /// Step 5: readable by the caller and accepted by the subscription hook.
-async fn honour_uris(
+async fn honour_uris<'b, 'a>(
     profile: &ServerProfile,
     caller: Option<&Principal>,
-    uris: Vec<Cow<'_, str>>,
-) -> Result<Vec<String>, ListenError> {
-    let uris: Vec<&str> = uris.iter().map(|u| u.as_ref()).collect();
-    let readable: Vec<&str> = match profile.resource_access() {
-        None => uris,
-        Some(access) => {
-            let answers = access.readable(caller, &uris).await;
-            let readable: Vec<&str> = uris
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| answer(&answers, *i))
-                .map(|(_, u)| *u)
-                .collect();
-            if readable.len() < uris.len() && profile.unreadable_uris() == UnreadableUris::Refuse {
-                return Err(ListenError::UnreadableResource);
-            }
-            readable
+    mut uris: Vec<&'b Cow<'a, str>>,
+) -> Result<Vec<&'b Cow<'a, str>>, ListenError> {
+    let mut names: Vec<&'b str> = uris.iter().map(|uri| &***uri).collect();
+    if let Some(access) = profile.resource_access() {
+        let answers = access.readable(caller, &names).await;
+        keep(&mut uris, &answers);
+        if uris.len() < names.len() && profile.unreadable_uris() == UnreadableUris::Refuse {
+            return Err(ListenError::UnreadableResource);
         }
-    };
-    let accepted = match profile.subscription_hook() {
-        None => readable,
-        Some(hook) => {
-            let answers = hook.accepts(&readable).await;
-            readable
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| answer(&answers, *i))
-                .map(|(_, u)| u)
-                .collect()
-        }
-    };
-    Ok(accepted.into_iter().map(str::to_owned).collect())
+        keep(&mut names, &answers);
+    }
+    if let Some(hook) = profile.subscription_hook() {
+        let answers = hook.accepts(&names).await;
+        keep(&mut uris, &answers);
+    }
+    Ok(uris)
 }
 
 /// `caps[capability][key] == true`.
@@ -546,30 +808,57 @@ fn has_tasks_extension(caps: &Map<String, Value>) -> bool {
 
 /// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions` has the
 /// tasks extension (objects at every level; anything else declares nothing).
-fn declares_tasks(meta: Option<&RawValue>) -> bool {
-    fn member<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
-        json::unique(&json::members(object.get())?, key)
-            .ok()
-            .flatten()
+fn declares_tasks(meta: Option<&str>) -> bool {
+    fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
+        unique(&read_members(object)?, key).ok().flatten()
     }
     meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
         .and_then(|caps| member(caps, "extensions"))
-        .and_then(|extensions| json::members(extensions.get()))
-        .is_some_and(|extensions| extensions.iter().any(|(key, _)| key == TASKS_EXTENSION))
+        .and_then(read_members)
+        .is_some_and(|extensions| extensions.iter().any(|(key, ..)| key == TASKS_EXTENSION))
 }
 
 /// The acknowledgment's `notifications` object, written in request order.
-#[derive(Default)]
 struct Ack(String);
 
 impl Ack {
-    fn push(&mut self, kind: Kind, value: &impl serde::Serialize) {
+    fn with_capacity(capacity: usize) -> Self {
+        Self(String::with_capacity(capacity))
+    }
+
+    fn key(&mut self, kind: Kind) {
         self.0.push(if self.0.is_empty() { '{' } else { ',' });
         self.0.push('"');
         self.0.push_str(kind.field());
         self.0.push_str("\":");
-        self.0
-            .push_str(&serde_json::to_string(value).expect("strings and booleans serialize"));
+    }
+
+    fn push_true(&mut self, kind: Kind) {
+        self.key(kind);
+        self.0.push_str("true");
+    }
+
+    fn push_strings(&mut self, kind: Kind, items: &[&Cow<'_, str>]) {
+        self.key(kind);
+        self.0.push('[');
+        for (index, item) in items.iter().enumerate() {
+            if index > 0 {
+                self.0.push(',');
+            }
+            match item {
+                // The request's own text, which has nothing to escape: it is
+                // what serde_json would write.
+                Cow::Borrowed(text) => {
+                    self.0.push('"');
+                    self.0.push_str(text);
+                    self.0.push('"');
+                }
+                Cow::Owned(text) => self
+                    .0
+                    .push_str(&serde_json::to_string(text).expect("strings serialize")),
+            }
+        }
+        self.0.push(']');
     }
 
     fn finish(mut self) -> Box<RawValue> {

@@ -12,10 +12,11 @@ use tower_service::Service;
 use super::guard::Guard;
 use super::request::{batch_has_listen, ListenRequest, Refusal};
 use crate::body::{ResponseBody, Rule};
+use crate::filter::honour_at;
 use crate::peek::{content_length, is_event_stream, BufferError, Peek, Peeked};
 use crate::replay::ReplayBody;
 use crate::scan::{Method, Outcome};
-use crate::{honour, json, HonouredFilter, Rejection, ServerProfile};
+use crate::{json, HonouredFilter, Rejection, ServerProfile};
 
 /// What honouring a listen yields: the request to pass on, or a refusal.
 type Honoured = Result<(request::Parts, Bytes, HonouredFilter), Refusal>;
@@ -167,11 +168,12 @@ fn classify(
 async fn honour_listen(profile: ServerProfile, parts: request::Parts, body: Bytes) -> Honoured {
     let listen = ListenRequest::parse(&body)?;
     let id = || Some(listen.id.to_owned());
-    let filter = match honour(&profile, &parts, listen.id, listen.params).await {
-        Ok(filter) => filter,
+    let (filter, notifications) = match honour_at(&profile, &parts, listen.id, listen.params).await
+    {
+        Ok(honoured) => honoured,
         Err(error) => return Err((Rejection::Listen(error), id())),
     };
-    let body = listen.with_ack(filter.ack()).ok_or((
+    let body = listen.with_ack(notifications, filter.ack()).ok_or((
         Rejection::InvalidRequest("`params.notifications` is required"),
         id(),
     ))?;

@@ -51,12 +51,18 @@ impl<'a> ListenRequest<'a> {
         Ok(Self { text, id, params })
     }
 
-    /// The body with `params.notifications` replaced by `ack`, every other
-    /// byte kept; `None` if the params hold no single `notifications`.
-    pub(crate) fn with_ack(&self, ack: &RawValue) -> Option<Vec<u8>> {
-        let params = json::members(self.params?.get())?;
-        let notifications = json::unique(&params, "notifications").ok().flatten()?;
-        Some(json::splice(self.text, notifications, ack.get().as_bytes()))
+    /// The body with `notifications`, a value borrowed from it, replaced by
+    /// `ack`, every other byte kept; `None` if it is not part of the body.
+    pub(crate) fn with_ack(&self, notifications: &str, ack: &RawValue) -> Option<Vec<u8>> {
+        let start = (notifications.as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
+        let head = self.text.as_bytes().get(..start)?;
+        let tail = self.text.as_bytes().get(start + notifications.len()..)?;
+        let ack = ack.get().as_bytes();
+        let mut body = Vec::with_capacity(head.len() + ack.len() + tail.len());
+        body.extend_from_slice(head);
+        body.extend_from_slice(ack);
+        body.extend_from_slice(tail);
+        Some(body)
     }
 }
 
@@ -134,8 +140,10 @@ mod tests {
         let body = br#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true,"x":[1]}}, "extra":true}"#;
         let request = ListenRequest::parse(body).unwrap();
         let ack: Box<RawValue> = serde_json::from_str(r#"{"toolsListChanged":true}"#).unwrap();
+        let params = json::members(request.params.unwrap().get()).unwrap();
+        let notifications = json::unique(&params, "notifications").unwrap().unwrap();
         assert_eq!(
-            String::from_utf8(request.with_ack(&ack).unwrap()).unwrap(),
+            String::from_utf8(request.with_ack(notifications.get(), &ack).unwrap()).unwrap(),
             r#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true}}, "extra":true}"#
         );
     }
