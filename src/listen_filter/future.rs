@@ -61,7 +61,9 @@ pin_project! {
         Calling {
             #[pin]
             future: S::Future,
-            guard: Option<Guard>,
+            // The filter to guard the response stream by; the guard is set up
+            // only if the response is an event stream.
+            guard: Option<HonouredFilter>,
             _body: std::marker::PhantomData<fn() -> ResBody>,
         },
         Rejected {
@@ -88,7 +90,7 @@ where
     ReqBody: Body + Unpin,
     ResBody: Body + Unpin,
 {
-    pub(super) fn calling(future: S::Future, guard: Option<Guard>) -> Self {
+    pub(super) fn calling(future: S::Future, guard: Option<HonouredFilter>) -> Self {
         Self {
             state: State::Calling {
                 future,
@@ -283,7 +285,7 @@ where
                             .headers
                             .insert(header::CONTENT_LENGTH, body.len().into());
                         parts.headers.remove(header::TRANSFER_ENCODING);
-                        let guard = guard_stream.then(|| Guard::new(filter.clone()));
+                        let guard = guard_stream.then(|| filter.clone());
                         parts.extensions.insert(filter);
                         let request = Request::from_parts(parts, ReplayBody::full(body));
                         let future = service.take().expect("service is here").call(request);
@@ -300,13 +302,11 @@ where
                 StateProj::Calling { future, guard, .. } => {
                     let response = ready!(future.poll(cx))?;
                     let response = match guard.take() {
-                        Some(guard) if is_event_stream(response.headers()) => {
+                        Some(filter) if is_event_stream(response.headers()) => {
                             let (mut parts, body) = response.into_parts();
                             parts.headers.remove(header::CONTENT_LENGTH);
-                            Response::from_parts(
-                                parts,
-                                ResponseBody::events(body, Rule::Guard(guard)),
-                            )
+                            let guard = Rule::Guard(Guard::new(filter));
+                            Response::from_parts(parts, ResponseBody::events(body, guard))
                         }
                         _ => response.map(ResponseBody::pass_through),
                     };
