@@ -192,8 +192,8 @@ impl<B: Body> Body for ReplayBody<B> {
                 watch,
                 mut rest,
             } => {
-                if let Some(chunk) = prefix.pop_front() {
-                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                if !prefix.is_empty() {
+                    return Poll::Ready(prefix.pop_front().map(|chunk| Ok(Frame::data(chunk))));
                 }
                 if let Some(error) = error.take() {
                     return Poll::Ready(Some(Err(error)));
@@ -204,12 +204,11 @@ impl<B: Body> Body for ReplayBody<B> {
                 let Some(body) = rest.as_mut().as_pin_mut() else {
                     return Poll::Ready(None);
                 };
-                let frame = ready!(poll_bytes(body, cx));
-                let data = match &frame {
-                    Some(Ok(frame)) => frame.data_ref(),
-                    _ => None,
+                let Some(scanner) = watch.as_mut() else {
+                    return poll_bytes(body, cx);
                 };
-                if let (Some(scanner), Some(data)) = (watch.as_mut(), data) {
+                let frame = ready!(poll_bytes(body, cx));
+                if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()?.data_ref()) {
                     match scanner.feed(data) {
                         // A second method, or bytes this scan cannot read as JSON
                         // (a lenient parser might): either could hide a listen.
