@@ -173,7 +173,7 @@ where
         self.watching = false;
         if self.scanner.decided() == Some(Outcome::Method(Method::Other)) && self.rest_is_plain() {
             // The body is all here, and its rest cannot spell a second `method`.
-            self.body = None;
+            // It is still handed on whole, for the inner service to read to its end.
             return Some(Peeked::Decided(Outcome::Method(Method::Other)));
         }
         let mut scanner = Scanner::whole();

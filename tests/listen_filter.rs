@@ -312,6 +312,58 @@ where
     text[..text.find("\n\n").unwrap() + 2].to_owned()
 }
 
+/// Requests whose bodies the layer read whole while peeking, one after another
+/// on one connection: the connection stays alive for each.
+#[tokio::test]
+async fn keep_alive_survives_bodies_read_whole() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app(false))
+            .with_graceful_shutdown(async move {
+                stopped.await.ok();
+            })
+            .await
+    });
+
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    for id in 1..=3 {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"plain"}}}}}}"#
+        );
+        let request = http::Request::post(format!("http://{addr}/mcp"))
+            .header(header::HOST, addr.to_string())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("mcp-method", "tools/call")
+            .body(Full::new(Bytes::from(body.clone())))
+            .unwrap();
+        sender.ready().await.expect("the connection is still open");
+        let response = sender.send_request(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.into_body().collect().await.unwrap().to_bytes(),
+            body
+        );
+    }
+    drop(sender);
+    tokio::time::timeout(Duration::from_secs(10), connection)
+        .await
+        .expect("the client connection ends")
+        .unwrap()
+        .unwrap();
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server shuts down")
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test]
 async fn over_tcp_with_hyper() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
