@@ -18,7 +18,7 @@
 #                    that freed pages go back to the OS at once and RSS
 #                    follows the live heap. glibc keeps freed pages: its RSS
 #                    is the high-water mark of a fragmented heap and settles
-#                    20-30 % above the first wave by wave 5
+#                    20-35 % above the first wave by wave 5 to 10
 #   --debug          use debug builds (default: release, built here)
 #
 # Builds the server and the load client (examples/soak.rs, honouring
