@@ -179,18 +179,19 @@ pub(crate) fn rewrite_response(
         .ok()
         .flatten()
         .ok_or("the response has no single result")?;
-    let result_members = json::members(result.get()).ok_or("the result is not an object")?;
+    // `result` is valid JSON already: its members are read without a second check.
+    let result_members = json::read_members(result.get()).ok_or("the result is not an object")?;
 
     let mut out = Vec::with_capacity(result.get().len() + caps_json.len());
     let mut wrote_caps = false;
     let mut wrote_scope = false;
     out.push(b'{');
-    for (key, value) in &result_members {
+    for (key, value, _) in &result_members {
         let replacement: Vec<u8>;
         let value: &[u8] = match key.as_ref() {
             "capabilities" if !wrote_caps => {
                 wrote_caps = true;
-                match serde_json::from_str::<Map<String, Value>>(value.get()) {
+                match serde_json::from_str::<Map<String, Value>>(value) {
                     Ok(theirs) if !all_managed(&theirs, caps) => {
                         let mut merged = theirs;
                         splice(&mut merged, caps);
@@ -205,7 +206,7 @@ pub(crate) fn rewrite_response(
                 wrote_scope = true;
                 b"\"private\""
             }
-            _ => value.get().as_bytes(),
+            _ => value.as_bytes(),
         };
         push_member(&mut out, key, value);
     }

@@ -450,21 +450,21 @@ fn validate<'a>(
     params: Option<&'a RawValue>,
 ) -> Result<Validated<'a>, ListenError> {
     let params = params.ok_or_else(|| invalid("`params` is required".into()))?;
-    let members = read_members(params.get()).ok_or_else(|| {
+    let members = json::read_members(params.get()).ok_or_else(|| {
         invalid(format!(
             "`params` must be an object, got {}",
             json::kind(params)
         ))
     })?;
-    let notifications = unique(&members, "notifications")
+    let notifications = json::unique_text(&members, "notifications")
         .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
         .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
-    let meta = unique(&members, "_meta")
+    let meta = json::unique_text(&members, "_meta")
         .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
     let limits = profile.limits();
     // The string arrays are read as the walk passes them.
     let most = limits.max_uris.max(limits.max_task_ids);
-    let entries = scan_members(notifications, |key| {
+    let entries = json::scan_members(notifications, |key| {
         if matches!(
             Kind::from_field(key),
             Some(Kind::ResourceSubscriptions | Kind::TaskIds)
@@ -474,7 +474,7 @@ fn validate<'a>(
             0
         }
     })
-    .or_else(|| read_members(notifications))
+    .or_else(|| json::read_members(notifications))
     .ok_or_else(|| {
         invalid(format!(
             "`params.notifications` must be an object, got {}",
@@ -571,181 +571,6 @@ fn strings<'a>(
         .collect()
 }
 
-/// The items of the value at `at` in `text`, valid JSON, when it is an
-/// array of at most `max` strings that decode, and the index just past it;
-/// `None` otherwise.
-///
-/// Items are borrowed unless they hold an escape, so a borrowed item is
-/// exactly the JSON text between its quotes.
-fn scan_strings(text: &str, at: usize, max: usize) -> Option<(Vec<Cow<'_, str>>, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.get(at) != Some(&b'[') {
-        return None;
-    }
-    let mut at = skip_space(bytes, at + 1);
-    // Each item takes at least three bytes (`"",`).
-    let mut items = Vec::with_capacity(max.min((text.len() - at) / 3 + 1));
-    if bytes.get(at) == Some(&b']') {
-        return Some((items, at + 1));
-    }
-    loop {
-        if bytes.get(at) != Some(&b'"') || items.len() == max {
-            return None;
-        }
-        let (end, escaped) = closing_quote(bytes, at)?;
-        items.push(if escaped {
-            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
-        } else {
-            Cow::Borrowed(text.get(at + 1..end)?)
-        });
-        at = skip_space(bytes, end + 1);
-        match bytes.get(at) {
-            Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return Some((items, at + 1)),
-            _ => return None,
-        }
-    }
-}
-
-/// The index of the first byte at or after `at` that is not JSON whitespace.
-fn skip_space(bytes: &[u8], mut at: usize) -> usize {
-    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        at += 1;
-    }
-    at
-}
-
-// Reading JSON text that is known to be valid: it is, or lies inside, a
-// `RawValue`, so walking it again needs only its structure. Anything
-// unexpected falls back to serde_json.
-
-/// The members of a JSON object in document order, duplicates kept, each
-/// value as its JSON text, and as its strings when they were read.
-type Members<'a> = Vec<(Cow<'a, str>, &'a str, Option<Vec<Cow<'a, str>>>)>;
-
-/// Reads the members of the valid JSON `text`; `None` if it is not an object.
-fn read_members(text: &str) -> Option<Members<'_>> {
-    scan_members(text, |_| 0).or_else(|| {
-        let members = json::members(text)?;
-        Some(
-            members
-                .into_iter()
-                .map(|(k, v)| (k, v.get(), None))
-                .collect(),
-        )
-    })
-}
-
-/// [`read_members`] without the fallback; the values of the keys for which
-/// `strings` is not zero are also read as arrays of at most that many
-/// strings.
-fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Option<Members<'_>> {
-    let bytes = text.as_bytes();
-    let mut at = skip_space(bytes, 0);
-    if bytes.get(at) != Some(&b'{') {
-        return None;
-    }
-    let mut members = Vec::with_capacity(4);
-    at = skip_space(bytes, at + 1);
-    if bytes.get(at) == Some(&b'}') {
-        return Some(members);
-    }
-    loop {
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let (end, escaped) = closing_quote(bytes, at)?;
-        let key = if escaped {
-            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
-        } else {
-            Cow::Borrowed(text.get(at + 1..end)?)
-        };
-        at = skip_space(bytes, end + 1);
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        at = skip_space(bytes, at + 1);
-        let (scanned, end) = match strings(&key) {
-            0 => (None, value_end(bytes, at)?),
-            max => match scan_strings(text, at, max) {
-                Some((items, end)) => (Some(items), end),
-                None => (None, value_end(bytes, at)?),
-            },
-        };
-        members.push((key, text.get(at..end)?, scanned));
-        at = skip_space(bytes, end);
-        match bytes.get(at) {
-            Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b'}') => return Some(members),
-            _ => return None,
-        }
-    }
-}
-
-/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
-/// appears more than once.
-fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a str>, ()> {
-    let mut found = None;
-    for (name, value, _) in members {
-        if name == key {
-            if found.is_some() {
-                return Err(());
-            }
-            found = Some(*value);
-        }
-    }
-    Ok(found)
-}
-
-/// The index of the closing quote of the string opening at `at`, and
-/// whether the string holds an escape.
-fn closing_quote(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
-    let mut end = at + 1;
-    let mut escaped = false;
-    loop {
-        end += memchr::memchr2(b'"', b'\\', bytes.get(end..)?)?;
-        if bytes.get(end) == Some(&b'"') {
-            return Some((end, escaped));
-        }
-        // The escaped byte can neither close the string nor start an escape.
-        escaped = true;
-        end += 2;
-    }
-}
-
-/// The index just past the value that starts at `at`.
-fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
-    match bytes.get(at)? {
-        b'"' => closing_quote(bytes, at).map(|(end, _)| end + 1),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                match bytes.get(i)? {
-                    b'"' => i = closing_quote(bytes, i)?.0,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        // A number, `true`, `false` or `null`: up to the next delimiter.
-        _ => Some(
-            bytes
-                .get(at..)?
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .map_or(bytes.len(), |len| at + len),
-        ),
-    }
-}
-
 /// What kind of JSON value `text` is, for error messages (as [`json::kind`]).
 fn kind_of(text: &str) -> &'static str {
     match text.as_bytes().first() {
@@ -810,11 +635,13 @@ fn has_tasks_extension(caps: &Map<String, Value>) -> bool {
 /// tasks extension (objects at every level; anything else declares nothing).
 fn declares_tasks(meta: Option<&str>) -> bool {
     fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
-        unique(&read_members(object)?, key).ok().flatten()
+        json::unique_text(&json::read_members(object)?, key)
+            .ok()
+            .flatten()
     }
     meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
         .and_then(|caps| member(caps, "extensions"))
-        .and_then(read_members)
+        .and_then(json::read_members)
         .is_some_and(|extensions| extensions.iter().any(|(key, ..)| key == TASKS_EXTENSION))
 }
 

@@ -409,6 +409,185 @@ pub(crate) fn splice(text: &str, part: &RawValue, replacement: &[u8]) -> Vec<u8>
     out
 }
 
+/// The items of the value at `at` in `text`, valid JSON, when it is an
+/// array of at most `max` strings that decode, and the index just past it;
+/// `None` otherwise.
+///
+/// Items are borrowed unless they hold an escape, so a borrowed item is
+/// exactly the JSON text between its quotes.
+pub(crate) fn scan_strings(
+    text: &str,
+    at: usize,
+    max: usize,
+) -> Option<(Vec<Cow<'_, str>>, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(at) != Some(&b'[') {
+        return None;
+    }
+    let mut at = skip_space(bytes, at + 1);
+    // Each item takes at least three bytes (`"",`).
+    let mut items = Vec::with_capacity(max.min((text.len() - at) / 3 + 1));
+    if bytes.get(at) == Some(&b']') {
+        return Some((items, at + 1));
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') || items.len() == max {
+            return None;
+        }
+        let (end, escaped) = closing_quote(bytes, at)?;
+        items.push(if escaped {
+            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
+        } else {
+            Cow::Borrowed(text.get(at + 1..end)?)
+        });
+        at = skip_space(bytes, end + 1);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b']') => return Some((items, at + 1)),
+            _ => return None,
+        }
+    }
+}
+
+/// The index of the first byte at or after `at` that is not JSON whitespace.
+pub(crate) fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+// Reading JSON text that is known to be valid: it is, or lies inside, a
+// `RawValue`, so walking it again needs only its structure. Anything
+// unexpected falls back to serde_json.
+
+/// The members of a JSON object in document order, duplicates kept, each
+/// value as its JSON text, and as its strings when they were read.
+pub(crate) type TextMembers<'a> = Vec<(Cow<'a, str>, &'a str, Option<Vec<Cow<'a, str>>>)>;
+
+/// Reads the members of the valid JSON `text`; `None` if it is not an object.
+pub(crate) fn read_members(text: &str) -> Option<TextMembers<'_>> {
+    scan_members(text, |_| 0).or_else(|| {
+        let members = members(text)?;
+        Some(
+            members
+                .into_iter()
+                .map(|(k, v)| (k, v.get(), None))
+                .collect(),
+        )
+    })
+}
+
+/// [`read_members`] without the fallback; the values of the keys for which
+/// `strings` is not zero are also read as arrays of at most that many
+/// strings.
+pub(crate) fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Option<TextMembers<'_>> {
+    let bytes = text.as_bytes();
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::with_capacity(4);
+    at = skip_space(bytes, at + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(members);
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let (end, escaped) = closing_quote(bytes, at)?;
+        let key = if escaped {
+            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
+        } else {
+            Cow::Borrowed(text.get(at + 1..end)?)
+        };
+        at = skip_space(bytes, end + 1);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_space(bytes, at + 1);
+        let (scanned, end) = match strings(&key) {
+            0 => (None, value_end(bytes, at)?),
+            max => match scan_strings(text, at, max) {
+                Some((items, end)) => (Some(items), end),
+                None => (None, value_end(bytes, at)?),
+            },
+        };
+        members.push((key, text.get(at..end)?, scanned));
+        at = skip_space(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b'}') => return Some(members),
+            _ => return None,
+        }
+    }
+}
+
+/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
+/// appears more than once.
+pub(crate) fn unique_text<'a>(members: &TextMembers<'a>, key: &str) -> Result<Option<&'a str>, ()> {
+    let mut found = None;
+    for (name, value, _) in members {
+        if name == key {
+            if found.is_some() {
+                return Err(());
+            }
+            found = Some(*value);
+        }
+    }
+    Ok(found)
+}
+
+/// The index of the closing quote of the string opening at `at`, and
+/// whether the string holds an escape.
+pub(crate) fn closing_quote(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut end = at + 1;
+    let mut escaped = false;
+    loop {
+        end += memchr::memchr2(b'"', b'\\', bytes.get(end..)?)?;
+        if bytes.get(end) == Some(&b'"') {
+            return Some((end, escaped));
+        }
+        // The escaped byte can neither close the string nor start an escape.
+        escaped = true;
+        end += 2;
+    }
+}
+
+/// The index just past the value that starts at `at`.
+pub(crate) fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => closing_quote(bytes, at).map(|(end, _)| end + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = at;
+            loop {
+                match bytes.get(i)? {
+                    b'"' => i = closing_quote(bytes, i)?.0,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        // A number, `true`, `false` or `null`: up to the next delimiter.
+        _ => Some(
+            bytes
+                .get(at..)?
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .map_or(bytes.len(), |len| at + len),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,6 +797,73 @@ mod tests {
         ] {
             let raw: &RawValue = serde_json::from_str(text).unwrap();
             assert_eq!(kind(raw), name);
+        }
+    }
+
+    #[test]
+    fn string_arrays_read_in_one_pass_match_the_general_path() {
+        let cases = [
+            r#"[]"#,
+            r#"[ ]"#,
+            r#"["a"]"#,
+            r#"[ "a" ,	"b\"c" ,"\\" , "\u00e9\ud83d\ude00", "x\/y" ]"#,
+            r#"["a", 1]"#,
+            r#"["a", ["b"]]"#,
+            r#"["a", "\ud800"]"#,
+            r#"{"a": "b"}"#,
+            r#""a""#,
+            r#"["a", "b", "c"]"#,
+        ];
+        for text in cases {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            let general: Option<Vec<String>> = serde_json::from_str::<Vec<&RawValue>>(text)
+                .ok()
+                .filter(|items| items.len() <= 2)
+                .and_then(|items| {
+                    items
+                        .into_iter()
+                        .map(|i| string(i).map(Cow::into_owned))
+                        .collect()
+                });
+            let scanned = scan_strings(raw.get(), 0, 2)
+                .map(|(items, _)| items.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
+            if text.contains("\\u00e9") {
+                // More than two items: only the general path reads them.
+                assert_eq!(scanned, None, "{text}");
+                let (all, end) = scan_strings(raw.get(), 0, 10).unwrap();
+                assert_eq!(end, text.len());
+                assert_eq!(all[1], "b\"c");
+                assert_eq!(all[3], "é😀");
+                assert_eq!(all[4], "x/y");
+                assert!(matches!(all[0], Cow::Borrowed("a")));
+                continue;
+            }
+            assert_eq!(scanned, general, "{text}");
+        }
+    }
+
+    #[test]
+    fn members_read_without_serde_match_serde() {
+        let cases = [
+            r#"{}"#,
+            r#" { } "#,
+            r#"{"a":1,"b":[1,{"c":"]}"}],"a":-2.5e3,"d":null,"e":true,"f":false}"#,
+            r#"{ "\u0061" : "x\"y" , "b\\" :{"n":{"m":[[],{}]}} ,"c":"\ud800"}"#,
+            r#"{"k":"v"}"#,
+            r#"[1]"#,
+            r#""s""#,
+            r#"12"#,
+            r#"null"#,
+        ];
+        for text in cases {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            let ours = read_members(raw.get());
+            let theirs = members(raw.get()).map(|m| {
+                m.into_iter()
+                    .map(|(k, v)| (k, v.get(), None))
+                    .collect::<TextMembers<'_>>()
+            });
+            assert_eq!(ours, theirs, "{text}");
         }
     }
 }
