@@ -7,7 +7,10 @@
 # Both servers run at once (layered on $PORT, --bare on $PORT+1); each round
 # runs wrk (2 threads, 32 connections) once per server and workload,
 # alternating which goes first, so slow drift of a shared machine hits both
-# sides alike. Prints each run, each round's ratios and their median.
+# sides alike. Prints each run, each round's ratios and their median, for
+# throughput and for the server's CPU time per request (utime + stime of the
+# server process over the run, divided by its requests: steadier than
+# throughput on a shared machine).
 # Env: PORT (default 18931); builds with cargo (honours CARGO_TARGET_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,37 +65,51 @@ check() { # port method name body
     -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
     -H "Mcp-Method: $2" ${3:+-H "Mcp-Name: $3"} -d "$4" | head -c 300; echo
 }
-run() { # label port lua -> "req/s p50_us p99_us errors"
-  wrk -t2 -c32 -d"${DUR}s" --latency -s "$3" "http://127.0.0.1:$2/mcp" >"$TMP/$1.out"
-  local r; r=$(grep '^RESULT' "$TMP/$1.out" | cut -f2-)
-  printf 'E2E\t%s\t%s\n' "$1" "$r" >&2
-  echo "$r" | tr "\t" " "
+cpu_ticks() { # pid -> utime + stime of the process, in clock ticks
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+run() { # label port pid lua -> "req/s p50_us p99_us errors server_cpu_us_per_request"
+  local before after r cpu
+  before=$(cpu_ticks "$3")
+  wrk -t2 -c32 -d"${DUR}s" --latency -s "$4" "http://127.0.0.1:$2/mcp" >"$TMP/$1.out"
+  after=$(cpu_ticks "$3")
+  r=$(grep '^RESULT' "$TMP/$1.out" | cut -f2-)
+  cpu=$(echo "$r" | awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v d="$DUR" \
+    '{printf "%.1f", t / hz * 1e6 / ($1 * d)}')
+  printf 'E2E\t%s\t%s\t%s\n' "$1" "$r" "$cpu" >&2
+  echo "$r $cpu" | tr "\t" " "
 }
 
 declare -A PORTS=([layered]=$PORT [bare]=$((PORT + 1)))
+declare -A SERVER
 start "${PORTS[layered]}"
+SERVER[layered]=${PIDS[-1]}
 start "${PORTS[bare]}" --bare
+SERVER[bare]=${PIDS[-1]}
 for mode in layered bare; do
   echo "--- $mode: sample responses"
   check "${PORTS[$mode]}" tools/call echo "$CALL"
   check "${PORTS[$mode]}" server/discover "" "$DISC"
 done
-echo "E2E	label	req/s	p50_us	p99_us	errors_or_non200"
+echo "E2E	label	req/s	p50_us	p99_us	errors_or_non200	server_cpu_us_per_request"
 
-declare -A RATIOS
+declare -A RATIOS CPU
 for round in $(seq "$ROUNDS"); do
   order="layered bare"; [ $((round % 2)) -eq 0 ] && order="bare layered"
   for w in call disc; do
     lua=$CALL_LUA; [ $w = disc ] && lua=$DISC_LUA
     declare -A R=()
-    for mode in $order; do R[$mode]=$(run "${mode}_${w}_$round" "${PORTS[$mode]}" "$lua"); done
+    for mode in $order; do R[$mode]=$(run "${mode}_${w}_$round" "${PORTS[$mode]}" "${SERVER[$mode]}" "$lua"); done
     ratio=$(awk -v l="${R[layered]}" -v b="${R[bare]}" 'BEGIN{split(l,a," "); split(b,c," "); printf "%.3f", a[1]/c[1]}')
-    printf 'E2E_ROUND\t%s\tround %s\tthroughput layered/bare=%s\tp99 layered=%sus bare=%sus\n' \
-      "$w" "$round" "$ratio" "$(echo "${R[layered]}" | cut -d' ' -f3)" "$(echo "${R[bare]}" | cut -d' ' -f3)"
+    cpu=$(awk -v l="${R[layered]}" -v b="${R[bare]}" 'BEGIN{split(l,a," "); split(b,c," "); printf "%.3f", a[5]/c[5]}')
+    printf 'E2E_ROUND\t%s\tround %s\tthroughput layered/bare=%s\tserver CPU per request layered/bare=%s\tp99 layered=%sus bare=%sus\n' \
+      "$w" "$round" "$ratio" "$cpu" "$(echo "${R[layered]}" | cut -d' ' -f3)" "$(echo "${R[bare]}" | cut -d' ' -f3)"
     RATIOS[$w]+="$ratio "
+    CPU[$w]+="$cpu "
   done
 done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END{printf "%.3f", (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 for w in call disc; do
-  echo "${RATIOS[$w]}" | tr ' ' '\n' | grep . | sort -n |
-    awk -v w=$w '{v[NR]=$1} END{printf "E2E_RATIO\t%s\tmedian throughput layered/bare=%.3f over %d rounds\n", w, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), NR}'
+  printf 'E2E_RATIO\t%s\tmedian throughput layered/bare=%s\tmedian server CPU per request layered/bare=%s\tover %s rounds\n' \
+    "$w" "$(echo "${RATIOS[$w]}" | median)" "$(echo "${CPU[$w]}" | median)" "$ROUNDS"
 done
