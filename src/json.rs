@@ -22,13 +22,19 @@ pub(crate) fn members(text: &str) -> Option<Members<'_>> {
 /// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
 /// appears more than once.
 pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a RawValue>, ()> {
+    single(members.iter().map(|(name, value)| (name, *value)), key)
+}
+
+/// The single value named `key` among `(name, value)` pairs, as [`unique`]
+/// gives it.
+fn single<'n, T>(
+    pairs: impl Iterator<Item = (&'n Cow<'n, str>, T)>,
+    key: &str,
+) -> Result<Option<T>, ()> {
     let mut found = None;
-    for (name, value) in members {
-        if name == key {
-            if found.is_some() {
-                return Err(());
-            }
-            found = Some(*value);
+    for (_, value) in pairs.filter(|(name, _)| *name == key) {
+        if found.replace(value).is_some() {
+            return Err(());
         }
     }
     Ok(found)
@@ -527,16 +533,7 @@ pub(crate) fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Optio
 /// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
 /// appears more than once.
 pub(crate) fn unique_text<'a>(members: &TextMembers<'a>, key: &str) -> Result<Option<&'a str>, ()> {
-    let mut found = None;
-    for (name, value, _) in members {
-        if name == key {
-            if found.is_some() {
-                return Err(());
-            }
-            found = Some(*value);
-        }
-    }
-    Ok(found)
+    single(members.iter().map(|(name, value, _)| (name, *value)), key)
 }
 
 /// The index of the closing quote of the string opening at `at`, and
