@@ -9,8 +9,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use common::*;
-use mcp_edge::{CapabilitiesLayer, ListenFilterLayer};
-use tower::ServiceBuilder;
 
 struct Counting;
 static BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -68,16 +66,7 @@ fn main() {
     let p = profile();
     let inner = Inner::json(SMALL_RESULT);
     let mut bare = inner.clone();
-    let mut both = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
-    let mut caps = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .service(inner.clone());
-    let mut listen = ServiceBuilder::new()
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
+    let (mut both, mut caps, mut listen) = stacks(&p, &inner);
     println!(
         "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
         "case", "bare B", "both B", "Δboth B", "Δallocs", "Δcaps B", "Δlisten B", "Δpeak B"

@@ -102,39 +102,29 @@ fn main() {
         let b = roundtrip(&mut caps, post(method, None, chunk_body(&req)));
         assert_ne!(a, b, "{label}: the layer must rewrite the capabilities");
         let group = format!("rewrite_{label}");
-        let mut g = c.benchmark_group(&group);
+        let g = c.benchmark_group(&group);
         let floor = |body: &Bytes| {
             let v: serde_json::Value = serde_json::from_slice(body).unwrap();
             serde_json::to_vec(&v).unwrap().len()
         };
-        g.bench_function("bare", |b| {
-            b.iter(|| black_box(roundtrip(&mut bare, post(method, None, chunk_body(&req)))))
-        });
-        g.bench_function("caps", |b| {
-            b.iter(|| black_box(roundtrip(&mut caps, post(method, None, chunk_body(&req)))))
-        });
-        g.bench_function("floor", |b| {
-            b.iter(|| black_box(floor(black_box(&floor_body))))
-        });
-        g.finish();
-        if !quick_mode() {
-            print_criterion_ratios(&group, &["bare", "caps", "floor"]);
-            let rows = interleaved(
-                &mut [
-                    ("bare", &mut || {
-                        black_box(roundtrip(&mut bare, post(method, None, chunk_body(&req))));
-                    }),
-                    ("caps", &mut || {
-                        black_box(roundtrip(&mut caps, post(method, None, chunk_body(&req))));
-                    }),
-                    ("floor", &mut || {
-                        black_box(floor(black_box(&floor_body)));
-                    }),
-                ],
-                21,
-                20,
-            );
-            print_table(&group, &rows);
+        let rows = compare(
+            g,
+            &group,
+            &mut [
+                ("bare", &mut || {
+                    black_box(roundtrip(&mut bare, post(method, None, chunk_body(&req))));
+                }),
+                ("caps", &mut || {
+                    black_box(roundtrip(&mut caps, post(method, None, chunk_body(&req))));
+                }),
+                ("floor", &mut || {
+                    black_box(floor(black_box(&floor_body)));
+                }),
+            ],
+            21,
+            20,
+        );
+        if let Some(rows) = rows {
             let (bare_ns, caps_ns, floor_ns) = (rows[0].1, rows[1].1, rows[2].1);
             println!(
                 "SUMMARY\t{group}\tcaps/bare={:.3}\t(caps-bare)/floor={:.3}\tcaps/floor={:.3}",

@@ -108,35 +108,25 @@ fn main() {
         );
         let group = format!("listen_{label}");
         println!("{group}: request body {} B", body.len());
-        let mut g = c.benchmark_group(&group);
-        g.bench_function("bare", |b| {
-            b.iter(|| black_box(roundtrip(&mut bare, listen_request(&req))))
-        });
-        g.bench_function("layered", |b| {
-            b.iter(|| black_box(roundtrip(&mut layered, listen_request(&req))))
-        });
-        g.bench_function("floor", |b| {
-            b.iter(|| black_box(floor(black_box(&floor_body))))
-        });
-        g.finish();
-        if !quick_mode() {
-            print_criterion_ratios(&group, &["bare", "layered", "floor"]);
-            let rows = interleaved(
-                &mut [
-                    ("bare", &mut || {
-                        black_box(roundtrip(&mut bare, listen_request(&req)));
-                    }),
-                    ("layered", &mut || {
-                        black_box(roundtrip(&mut layered, listen_request(&req)));
-                    }),
-                    ("floor", &mut || {
-                        black_box(floor(black_box(&floor_body)));
-                    }),
-                ],
-                15,
-                20,
-            );
-            print_table(&group, &rows);
+        let g = c.benchmark_group(&group);
+        let rows = compare(
+            g,
+            &group,
+            &mut [
+                ("bare", &mut || {
+                    black_box(roundtrip(&mut bare, listen_request(&req)));
+                }),
+                ("layered", &mut || {
+                    black_box(roundtrip(&mut layered, listen_request(&req)));
+                }),
+                ("floor", &mut || {
+                    black_box(floor(black_box(&floor_body)));
+                }),
+            ],
+            15,
+            20,
+        );
+        if let Some(rows) = rows {
             let (b, l, f) = (rows[0].1, rows[1].1, rows[2].1);
             println!("SUMMARY\t{group}\tlayered/floor={:.3}\t(layered-bare)/floor={:.3}\tlayered/bare={:.3}", l / f, (l - b) / f, l / b);
         }
@@ -176,34 +166,24 @@ fn main() {
         let group = format!("guard_{uris}_uris_10k_events");
         let mut g = c.benchmark_group(&group);
         g.throughput(criterion::Throughput::Elements(EVENTS as u64));
-        g.bench_function("bare", |b| {
-            b.iter(|| black_box(count_frames(&mut bare, listen_request(&req))))
-        });
-        g.bench_function("unguarded", |b| {
-            b.iter(|| black_box(count_frames(&mut unguarded, listen_request(&req))))
-        });
-        g.bench_function("guarded", |b| {
-            b.iter(|| black_box(count_frames(&mut guarded, listen_request(&req))))
-        });
-        g.finish();
-        if !quick_mode() {
-            print_criterion_ratios(&group, &["bare", "unguarded", "guarded"]);
-            let rows = interleaved(
-                &mut [
-                    ("bare", &mut || {
-                        black_box(count_frames(&mut bare, listen_request(&req)));
-                    }),
-                    ("unguarded", &mut || {
-                        black_box(count_frames(&mut unguarded, listen_request(&req)));
-                    }),
-                    ("guarded", &mut || {
-                        black_box(count_frames(&mut guarded, listen_request(&req)));
-                    }),
-                ],
-                11,
-                40,
-            );
-            print_table(&group, &rows);
+        let rows = compare(
+            g,
+            &group,
+            &mut [
+                ("bare", &mut || {
+                    black_box(count_frames(&mut bare, listen_request(&req)));
+                }),
+                ("unguarded", &mut || {
+                    black_box(count_frames(&mut unguarded, listen_request(&req)));
+                }),
+                ("guarded", &mut || {
+                    black_box(count_frames(&mut guarded, listen_request(&req)));
+                }),
+            ],
+            11,
+            40,
+        );
+        if let Some(rows) = rows {
             let (b, u, gd) = (rows[0].1, rows[1].1, rows[2].1);
             let e = EVENTS as f64;
             println!(

@@ -69,16 +69,7 @@ fn main() {
     let p = profile();
     let inner = Inner::json(SMALL_RESULT);
     let mut bare = inner.clone();
-    let mut both = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
-    let mut caps = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .service(inner.clone());
-    let mut listen = ServiceBuilder::new()
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
+    let (mut both, mut caps, mut listen) = stacks(&p, &inner);
     // Both layers, the listen filter not scanning other bodies for a second method.
     let mut unscanned = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(p.clone()))
@@ -93,39 +84,35 @@ fn main() {
         assert_eq!(a, call(&mut unscanned, &case.chunks), "{}", case.label);
     }
 
-    let names = ["bare", "both", "caps_only", "listen_only", "both_unscanned"];
     for case in &cases {
         let group = format!("passthrough_{}", case.label);
         let mut g = c.benchmark_group(&group);
         let bytes: u64 = case.chunks.iter().map(|b| b.len() as u64).sum();
         g.throughput(criterion::Throughput::Bytes(bytes));
         let ch = &case.chunks;
-        let mut variants: [(&str, &mut dyn FnMut()); 5] = [
-            (names[0], &mut || {
-                black_box(call(&mut bare, ch));
-            }),
-            (names[1], &mut || {
-                black_box(call(&mut both, ch));
-            }),
-            (names[2], &mut || {
-                black_box(call(&mut caps, ch));
-            }),
-            (names[3], &mut || {
-                black_box(call(&mut listen, ch));
-            }),
-            (names[4], &mut || {
-                black_box(call(&mut unscanned, ch));
-            }),
-        ];
-        for (name, run) in variants.iter_mut() {
-            g.bench_function(*name, |b| b.iter(&mut **run));
-        }
-        g.finish();
-        if !quick_mode() {
-            print_criterion_ratios(&group, &names);
-            let rows = interleaved(&mut variants, 21, 20);
-            print_table(&group, &rows);
-        }
+        compare(
+            g,
+            &group,
+            &mut [
+                ("bare", &mut || {
+                    black_box(call(&mut bare, ch));
+                }),
+                ("both", &mut || {
+                    black_box(call(&mut both, ch));
+                }),
+                ("caps_only", &mut || {
+                    black_box(call(&mut caps, ch));
+                }),
+                ("listen_only", &mut || {
+                    black_box(call(&mut listen, ch));
+                }),
+                ("both_unscanned", &mut || {
+                    black_box(call(&mut unscanned, ch));
+                }),
+            ],
+            21,
+            20,
+        );
     }
     c.final_summary();
 }

@@ -15,8 +15,10 @@ use http::{Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::combinators::Collect;
 use http_body_util::{BodyExt, Full};
-use mcp_edge::{Principal, ServerProfile};
-use tower::{Service, ServiceExt};
+use mcp_edge::{
+    Capabilities, CapabilitiesLayer, ListenFilter, ListenFilterLayer, Principal, ServerProfile,
+};
+use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// Most bytes of one frame, as hyper delivers an HTTP/1 body.
 pub const FRAME: usize = 16 * 1024;
@@ -280,6 +282,53 @@ pub fn profile() -> ServerProfile {
         .tasks(true)
         .build()
         .expect("profile builds")
+}
+
+/// Times every variant of `group` with criterion and, unless in quick mode,
+/// prints criterion's ratios and times the variants interleaved (`rounds` of
+/// `slice_ms` each): `Some(rows)`, the first variant being the baseline.
+pub fn compare(
+    mut group: criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    variants: &mut [(&str, &mut dyn FnMut())],
+    rounds: usize,
+    slice_ms: u64,
+) -> Option<Vec<(String, f64, f64)>> {
+    for (id, run) in variants.iter_mut() {
+        group.bench_function(*id, |b| b.iter(&mut **run));
+    }
+    group.finish();
+    if quick_mode() {
+        return None;
+    }
+    let ids: Vec<&str> = variants.iter().map(|(id, _)| *id).collect();
+    print_criterion_ratios(name, &ids);
+    let rows = interleaved(variants, rounds, slice_ms);
+    print_table(name, &rows);
+    Some(rows)
+}
+
+/// The stacks the pass-through benches compare with `inner`: both layers,
+/// the capabilities layer alone, the listen filter alone.
+pub fn stacks(
+    p: &ServerProfile,
+    inner: &Inner,
+) -> (
+    Capabilities<ListenFilter<Inner>>,
+    Capabilities<Inner>,
+    ListenFilter<Inner>,
+) {
+    let both = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(p.clone()))
+        .layer(ListenFilterLayer::new(p.clone()))
+        .service(inner.clone());
+    let caps = ServiceBuilder::new()
+        .layer(CapabilitiesLayer::new(p.clone()))
+        .service(inner.clone());
+    let listen = ServiceBuilder::new()
+        .layer(ListenFilterLayer::new(p.clone()))
+        .service(inner.clone());
+    (both, caps, listen)
 }
 
 /// True when the bench binary runs under `--profile-time` or criterion's
