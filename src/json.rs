@@ -8,6 +8,8 @@ use std::fmt;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::swar::{bytes_below, first_byte, splat, zero_bytes};
+
 /// The members of a JSON object in document order, duplicates kept.
 pub(crate) type Members<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
 
@@ -63,19 +65,26 @@ pub(crate) struct Walk<'a> {
     at: usize,
 }
 
-/// Bytes that end a run of plain string bytes: the quote, a backslash, and
-/// the control characters JSON does not allow in a string.
-static STRING_STOP: [bool; 256] = {
-    let mut stop = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        stop[b] = true;
-        b += 1;
+/// Index of the first byte that ends a run of plain string bytes: the quote,
+/// a backslash, or a control character JSON does not allow in a string.
+/// Eight bytes at a time (SWAR); a short tail byte by byte.
+fn string_stop(bytes: &[u8]) -> Option<usize> {
+    let is_stop = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+    let mut offset = 0;
+    let mut rest = bytes;
+    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+        let word = u64::from_le_bytes(*word);
+        let hits = zero_bytes(word ^ splat(b'"'))
+            | zero_bytes(word ^ splat(b'\\'))
+            | bytes_below(word, 0x20);
+        if hits != 0 {
+            return Some(offset + first_byte(hits));
+        }
+        offset += 8;
+        rest = tail;
     }
-    stop[b'"' as usize] = true;
-    stop[b'\\' as usize] = true;
-    stop
-};
+    rest.iter().position(|&b| is_stop(b)).map(|at| offset + at)
+}
 
 impl<'a> Walk<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
@@ -120,9 +129,7 @@ impl<'a> Walk<'a> {
         let bytes = self.bytes();
         let mut escaped = false;
         loop {
-            while !STRING_STOP[usize::from(*bytes.get(self.at)?)] {
-                self.at += 1;
-            }
+            self.at += string_stop(bytes.get(self.at..)?)?;
             match self.next()? {
                 b'"' => return Some(escaped),
                 b'\\' => {
@@ -664,6 +671,7 @@ mod tests {
             r#""\u00e9\n\"""#,
             r#""\ud800""#,
             r#""é""#,
+            r#""a string longer than one eight-byte word, \t with an escape""#,
         ])
         .prop_map(str::to_owned);
         leaf.prop_recursive(6, 48, 6, |inner| {
@@ -699,7 +707,7 @@ mod tests {
             at in 0usize..400,
             junk in proptest::sample::select(vec![
                 "", "\"", "\\", "{", "}", "[", "]", ",", ":", " ", "0", "-", ".", "e", "x",
-                "\u{1}", "\\u", "\\ud83d\\ude00", "tru", "nul", "é", "00",
+                "\u{1}", "\u{1f}", "\u{7f}", "\\u", "\\ud83d\\ude00", "tru", "nul", "é", "00",
             ]),
         ) {
             agree(&text).map_err(proptest::test_runner::TestCaseError::fail)?;

@@ -51,6 +51,7 @@ mod rejection;
 mod replay;
 mod scan;
 mod sse;
+mod swar;
 
 pub use body::ResponseBody;
 pub use capabilities::{Capabilities, CapabilitiesLayer};

@@ -8,6 +8,8 @@
 
 use memchr::memchr2;
 
+use crate::swar::{first_byte, splat, zero_bytes};
+
 /// Which method a request is, as far as the edge cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Method {
@@ -763,22 +765,6 @@ static STRUCTURAL: [bool; 256] = {
     table[b']' as usize] = true;
     table
 };
-
-/// `b` in every byte of a word.
-const fn splat(b: u8) -> u64 {
-    u64::from_le_bytes([b; 8])
-}
-
-/// The high bit set in each byte of `v` that is zero, and possibly in bytes above such a
-/// byte (borrows only propagate upwards), so the lowest set bit is always exact.
-fn zero_bytes(v: u64) -> u64 {
-    v.wrapping_sub(splat(0x01)) & !v & splat(0x80)
-}
-
-/// The index of the lowest byte flagged in a `zero_bytes` mask of a little-endian word.
-fn first_byte(hits: u64) -> usize {
-    (hits.trailing_zeros() / 8) as usize
-}
 
 /// JSON whitespace (and nothing else: no BOM, no form feed).
 fn is_ws(b: u8) -> bool {
