@@ -145,7 +145,7 @@ mod tests {
     impl EventRule for Rule {
         fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
             self.seen += 1;
-            match event.data.as_deref() {
+            match event.data().as_deref() {
                 Some("drop") => {}
                 Some("up") => out.push_back(Bytes::from_static(b"data: UP\n\n")),
                 Some("done") => {

@@ -4,6 +4,8 @@
 //! Not part of the public API: hidden from the docs, no stability promise,
 //! may change or disappear in any release.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::peek::{Peek, Peeked};
@@ -167,9 +169,9 @@ pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u
         while let Some(event) = parser.next_event() {
             events.push(SseEvent {
                 raw: event.raw.to_vec(),
-                data: event.data,
-                event: event.event,
-                id: event.id,
+                data: event.data().map(Cow::into_owned),
+                event: event.event().map(Cow::into_owned),
+                id: event.id().map(Cow::into_owned),
                 retry: event.retry,
             });
         }

@@ -23,23 +23,61 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// blank line is a block too. Following the spec, a consumer dispatches a message only
 /// when [`Event::data`] is `Some` (an empty `data:` line gives `Some("")`, which the
 /// spec dispatches with empty data).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A field given on one line stays a span of `raw` and is decoded only when asked
+/// for: the usual event (one `data` line) costs no copy and no allocation.
+#[derive(Debug, Clone)]
 pub(crate) struct Event {
     /// The exact bytes of the block as received (including a leading BOM for the first block, comment lines, unknown fields, line ends, the terminating blank line).
     pub(crate) raw: Bytes,
-    /// `data` lines joined with "\n" as the SSE spec says (one optional space after the colon removed); None if the block had no data line.
-    pub(crate) data: Option<String>,
-    /// The `event` field (last one wins), if any.
-    pub(crate) event: Option<String>,
-    /// The `id` field (last one wins; an id containing NUL is ignored per spec), if any.
-    pub(crate) id: Option<String>,
+    /// The `data` lines.
+    data: Option<Text>,
+    /// The `event` field (last one wins).
+    event: Option<Text>,
+    /// The `id` field (last one wins; an id containing NUL is ignored per spec).
+    id: Option<Text>,
     /// The `retry` field if it is all ASCII digits (last valid one wins; a value too large for `u64` is ignored).
     pub(crate) retry: Option<u64>,
     /// True when every line of the block is a comment or blank.
     comment_only: bool,
 }
 
+/// A field's value: one line's value as a span of the block, or the `data`
+/// of several lines joined.
+#[derive(Debug, Clone)]
+enum Text {
+    /// `raw[start..end]`, not yet decoded.
+    Span(usize, usize),
+    /// Decoded lines joined with "\n".
+    Joined(String),
+}
+
+impl Text {
+    fn decode<'a>(&'a self, block: &'a [u8]) -> Cow<'a, str> {
+        match self {
+            Text::Span(start, end) => text(&block[*start..*end]),
+            Text::Joined(joined) => Cow::Borrowed(joined),
+        }
+    }
+}
+
 impl Event {
+    /// `data` lines joined with "\n" as the SSE spec says (one optional space after
+    /// the colon removed, invalid UTF-8 replaced); `None` if the block had no data line.
+    pub(crate) fn data(&self) -> Option<Cow<'_, str>> {
+        self.data.as_ref().map(|data| data.decode(&self.raw))
+    }
+
+    /// The `event` field (last one wins), if any.
+    pub(crate) fn event(&self) -> Option<Cow<'_, str>> {
+        self.event.as_ref().map(|event| event.decode(&self.raw))
+    }
+
+    /// The `id` field (last one wins; an id containing NUL is ignored per spec), if any.
+    pub(crate) fn id(&self) -> Option<Cow<'_, str>> {
+        self.id.as_ref().map(|id| id.decode(&self.raw))
+    }
+
     /// True when the block has only comments (lines starting with ':') and/or blank lines: a keep-alive.
     #[cfg(test)]
     pub(crate) fn is_comment_only(&self) -> bool {
@@ -50,23 +88,33 @@ impl Event {
     /// serialized anew.
     pub(crate) fn with_data(&self, data: &[u8]) -> Bytes {
         let data = text(data);
-        let mut fields = self.fields();
-        fields.data = &data;
+        let (event, id) = (self.event(), self.id());
+        let fields = EventFields {
+            event: event.as_deref(),
+            id: id.as_deref(),
+            retry: self.retry,
+            data: &data,
+        };
         let mut out = BytesMut::with_capacity(data.len() + 32);
         write_event(&fields, &mut out);
         out.freeze()
     }
+}
 
-    /// The block's fields, ready for [`write_event`]; a block without data gives empty `data`.
-    pub(crate) fn fields(&self) -> EventFields<'_> {
-        EventFields {
-            event: self.event.as_deref(),
-            id: self.id.as_deref(),
-            retry: self.retry,
-            data: self.data.as_deref().unwrap_or(""),
-        }
+/// Blocks are equal when their bytes and decoded fields are, however the
+/// fields are held.
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+            && self.data() == other.data()
+            && self.event() == other.event()
+            && self.id() == other.id()
+            && self.retry == other.retry
+            && self.comment_only == other.comment_only
     }
 }
+
+impl Eq for Event {}
 
 /// Fields of an event to serialize.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -199,12 +247,12 @@ impl Buf {
 /// Fields of the block being read, filled in line by line.
 #[derive(Debug, Default)]
 struct Pending {
-    /// Joined `data` values so far.
-    data: Option<String>,
+    /// The `data` values so far.
+    data: Option<Text>,
     /// Last `event` value.
-    event: Option<String>,
+    event: Option<Text>,
     /// Last valid `id` value.
-    id: Option<String>,
+    id: Option<Text>,
     /// Last valid `retry` value.
     retry: Option<u64>,
     /// Whether a line other than a comment was seen.
@@ -212,38 +260,50 @@ struct Pending {
 }
 
 impl Pending {
-    /// Interprets one complete, non-empty line (without its line end).
-    fn line(&mut self, line: &[u8]) {
+    /// Interprets the complete, non-empty line `block[start..end]` (without its
+    /// line end); `block` holds the block read so far.
+    fn line(&mut self, block: &[u8], start: usize, end: usize) {
+        let line = &block[start..end];
         if line.first() == Some(&b':') {
             return;
         }
         self.non_comment = true;
-        let (name, value) = match memchr(b':', line) {
+        let (name, value_start) = match memchr(b':', line) {
             Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+                let after = start + colon + 1;
+                let space = usize::from(after < end && block[after] == b' ');
+                (&line[..colon], after + space)
             }
-            None => (line, &b""[..]),
+            None => (line, end),
         };
+        let value = Text::Span(value_start, end);
         match name {
             b"data" => {
-                let value = text(value);
-                match &mut self.data {
+                self.data = Some(match self.data.take() {
+                    None => value,
                     Some(data) => {
-                        data.push('\n');
-                        data.push_str(&value);
+                        let mut joined = match data {
+                            Text::Joined(joined) => joined,
+                            span => span.decode(block).into_owned(),
+                        };
+                        joined.push('\n');
+                        joined.push_str(&value.decode(block));
+                        Text::Joined(joined)
                     }
-                    None => self.data = Some(value.into_owned()),
-                }
+                });
             }
-            b"event" => self.event = Some(text(value).into_owned()),
-            b"id" if memchr(0, value).is_none() => {
-                self.id = Some(text(value).into_owned());
-            }
-            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                // All ASCII digits, so valid UTF-8; only overflow can fail.
-                if let Some(retry) = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
-                    self.retry = Some(retry);
+            b"event" => self.event = Some(value),
+            b"id" if memchr(0, &block[value_start..end]).is_none() => self.id = Some(value),
+            b"retry" => {
+                let digits = &block[value_start..end];
+                if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
+                    // All ASCII digits, so valid UTF-8; only overflow can fail.
+                    if let Some(retry) = std::str::from_utf8(digits)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                    {
+                        self.retry = Some(retry);
+                    }
                 }
             }
             _ => {}
@@ -387,7 +447,7 @@ impl Parser {
                 }
                 return Some(self.take(at + 1));
             }
-            self.block.line(&buf[self.line_start..at]);
+            self.block.line(buf, self.line_start, at);
             self.line_start = at + 1;
             self.scan = at + 1;
             self.skip_lf = cr;
@@ -466,12 +526,53 @@ mod tests {
         assert_eq!(joined, input, "raw bytes + tail must equal the input");
     }
 
+    /// An event's fields, decoded.
+    #[derive(Default)]
+    struct Fields {
+        data: Option<String>,
+        event: Option<String>,
+        id: Option<String>,
+        retry: Option<u64>,
+        non_comment: bool,
+    }
+
+    impl Fields {
+        fn event(self, raw: &[u8]) -> Event {
+            Event {
+                raw: Bytes::copy_from_slice(raw),
+                data: self.data.map(Text::Joined),
+                event: self.event.map(Text::Joined),
+                id: self.id.map(Text::Joined),
+                retry: self.retry,
+                comment_only: !self.non_comment,
+            }
+        }
+    }
+
+    /// The fields of `event` as [`write_event`] takes them, owned.
+    fn decoded(event: &Event) -> (Option<String>, Option<String>, Option<u64>, String) {
+        let data = event.data().unwrap_or_default().into_owned();
+        let text = |field: Option<Cow<'_, str>>| field.map(Cow::into_owned);
+        (text(event.event()), text(event.id()), event.retry, data)
+    }
+
+    /// `fields` owned, to compare with [`decoded`].
+    fn owned(fields: EventFields<'_>) -> (Option<String>, Option<String>, Option<u64>, String) {
+        let text = |field: Option<&str>| field.map(str::to_owned);
+        (
+            text(fields.event),
+            text(fields.id),
+            fields.retry,
+            fields.data.to_owned(),
+        )
+    }
+
     /// A straightforward whole-input parser written from the spec, to compare with.
     fn reference(input: &[u8]) -> (Vec<Event>, Option<Bytes>) {
         let mut events = Vec::new();
         let mut block_start = 0;
         let mut pos = if input.starts_with(BOM) { BOM.len() } else { 0 };
-        let mut pending = Pending::default();
+        let mut pending = Fields::default();
         while let Some(offset) = input[pos..].iter().position(|&b| b == b'\r' || b == b'\n') {
             let at = pos + offset;
             let next = if input[at] == b'\r' && input.get(at + 1) == Some(&b'\n') {
@@ -482,14 +583,7 @@ mod tests {
             let line = String::from_utf8_lossy(&input[pos..at]);
             if line.is_empty() {
                 let p = std::mem::take(&mut pending);
-                events.push(Event {
-                    raw: Bytes::copy_from_slice(&input[block_start..next]),
-                    data: p.data,
-                    event: p.event,
-                    id: p.id,
-                    retry: p.retry,
-                    comment_only: !p.non_comment,
-                });
+                events.push(p.event(&input[block_start..next]));
                 block_start = next;
             } else if !line.starts_with(':') {
                 pending.non_comment = true;
@@ -550,14 +644,12 @@ mod tests {
 
     /// Builds an expected event.
     fn ev(raw: &str, data: Option<&str>) -> Event {
-        Event {
-            raw: Bytes::copy_from_slice(raw.as_bytes()),
+        Fields {
             data: data.map(str::to_owned),
-            event: None,
-            id: None,
-            retry: None,
-            comment_only: data.is_none(),
+            non_comment: data.is_some(),
+            ..Fields::default()
         }
+        .event(raw.as_bytes())
     }
 
     #[test]
@@ -586,7 +678,7 @@ mod tests {
     fn multi_line_data() {
         let (events, _) = check(b"data: one\ndata: two\ndata:\ndata:  four\n\n");
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].data.as_deref(), Some("one\ntwo\n\n four"));
+        assert_eq!(events[0].data().as_deref(), Some("one\ntwo\n\n four"));
     }
 
     #[test]
@@ -596,14 +688,14 @@ mod tests {
         );
         assert_eq!(events.len(), 2);
         let e = &events[0];
-        assert_eq!(e.event.as_deref(), Some("update"));
-        assert_eq!(e.id.as_deref(), Some("42"));
+        assert_eq!(e.event().as_deref(), Some("update"));
+        assert_eq!(e.id().as_deref(), Some("42"));
         assert_eq!(e.retry, Some(3000));
-        assert_eq!(e.data.as_deref(), Some("x"));
+        assert_eq!(e.data().as_deref(), Some("x"));
         let e = &events[1];
-        assert_eq!(e.event.as_deref(), Some("b"));
-        assert_eq!(e.id.as_deref(), Some("2"));
-        assert_eq!(e.data, None);
+        assert_eq!(e.event().as_deref(), Some("b"));
+        assert_eq!(e.id().as_deref(), Some("2"));
+        assert_eq!(e.data(), None);
         assert!(!e.is_comment_only());
         assert_eq!(tail, None);
     }
@@ -615,8 +707,8 @@ mod tests {
         );
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].retry, Some(10));
-        assert_eq!(events[0].id.as_deref(), Some("ok"));
-        assert_eq!(events[0].data.as_deref(), Some(""));
+        assert_eq!(events[0].id().as_deref(), Some("ok"));
+        assert_eq!(events[0].data().as_deref(), Some(""));
         let (events, _) = check(b"retry: -5\nretry: 1.5\nretry:  7\ndata: x\n\n");
         assert_eq!(events[0].retry, None);
     }
@@ -653,7 +745,7 @@ mod tests {
         );
         assert!(events
             .iter()
-            .filter(|e| e.data.is_none())
+            .filter(|e| e.data().is_none())
             .all(Event::is_comment_only));
     }
 
@@ -707,10 +799,10 @@ mod tests {
         let (events, tail) = check(b"\xEF\xBB\xBFdata: x\n\n\xEF\xBB\xBFdata: y\n\n");
         assert_eq!(events.len(), 2);
         assert_eq!(events[0].raw, &b"\xEF\xBB\xBFdata: x\n\n"[..]);
-        assert_eq!(events[0].data.as_deref(), Some("x"));
+        assert_eq!(events[0].data().as_deref(), Some("x"));
         // Only the stream start may carry a BOM; later it is part of a field name.
         assert_eq!(events[1].raw, &b"\xEF\xBB\xBFdata: y\n\n"[..]);
-        assert_eq!(events[1].data, None);
+        assert_eq!(events[1].data(), None);
         assert!(!events[1].is_comment_only());
         assert_eq!(tail, None);
 
@@ -723,7 +815,7 @@ mod tests {
         assert!(events.is_empty());
         assert_eq!(tail.as_deref(), Some(&b"\xEF\xBB\xBF"[..]));
         let (events, _) = check(b"\xEF\xBBdata: x\n\n");
-        assert_eq!(events[0].data, None, "a partial BOM is not skipped");
+        assert_eq!(events[0].data(), None, "a partial BOM is not skipped");
     }
 
     #[test]
@@ -732,25 +824,25 @@ mod tests {
         let e = &events[0];
         assert_eq!(
             (
-                e.data.as_deref(),
-                e.event.as_deref(),
-                e.id.as_deref(),
+                e.data().as_deref(),
+                e.event().as_deref(),
+                e.id().as_deref(),
                 e.retry
             ),
             (Some("x"), Some("e"), Some("7"), Some(5))
         );
         let (events, _) = check(b"data:  two spaces\ndata: a:b: c\ndata:::\n\n");
-        assert_eq!(events[0].data.as_deref(), Some(" two spaces\na:b: c\n::"));
+        assert_eq!(events[0].data().as_deref(), Some(" two spaces\na:b: c\n::"));
     }
 
     #[test]
     fn field_without_colon() {
         let (events, _) = check(b"data\ndata\n\nevent\nid\nretry\n\n");
-        assert_eq!(events[0].data.as_deref(), Some("\n"));
-        assert_eq!(events[1].event.as_deref(), Some(""));
-        assert_eq!(events[1].id.as_deref(), Some(""));
+        assert_eq!(events[0].data().as_deref(), Some("\n"));
+        assert_eq!(events[1].event().as_deref(), Some(""));
+        assert_eq!(events[1].id().as_deref(), Some(""));
         assert_eq!(events[1].retry, None);
-        assert_eq!(events[1].data, None);
+        assert_eq!(events[1].data(), None);
     }
 
     #[test]
@@ -769,17 +861,17 @@ mod tests {
             events[0].raw,
             &b"foo: bar\nData: no\ndata : no\ndata: yes\n\n"[..]
         );
-        assert_eq!(events[0].data.as_deref(), Some("yes"));
-        assert_eq!(events[1].data, None);
+        assert_eq!(events[0].data().as_deref(), Some("yes"));
+        assert_eq!(events[1].data(), None);
         assert!(!events[1].is_comment_only());
     }
 
     #[test]
     fn invalid_utf8_is_decoded_lossily() {
         let (events, _) = check(b"data: a\xFFb\xC3\nevent: \xE2\x82\nid: \xF0\x9F\x98\x80\n\n");
-        assert_eq!(events[0].data.as_deref(), Some("a\u{FFFD}b\u{FFFD}"));
-        assert_eq!(events[0].event.as_deref(), Some("\u{FFFD}"));
-        assert_eq!(events[0].id.as_deref(), Some("\u{1F600}"));
+        assert_eq!(events[0].data().as_deref(), Some("a\u{FFFD}b\u{FFFD}"));
+        assert_eq!(events[0].event().as_deref(), Some("\u{FFFD}"));
+        assert_eq!(events[0].id().as_deref(), Some("\u{1F600}"));
     }
 
     #[test]
@@ -810,7 +902,9 @@ mod tests {
         // The parser is reusable: a new stream may start with a BOM again.
         parser.push(Bytes::from_static(b"\xEF\xBB\xBFdata: d\n\n"));
         assert_eq!(
-            parser.next_event().and_then(|e| e.data),
+            parser
+                .next_event()
+                .and_then(|e| e.data().map(Cow::into_owned)),
             Some("d".to_owned())
         );
         assert_eq!(parser.finish(), None);
@@ -823,14 +917,15 @@ mod tests {
             event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\r\n\r\n";
         let (events, tail) = check(input);
         assert_eq!(events.len(), 3);
-        assert_eq!(events[0].event.as_deref(), Some("message"));
-        assert_eq!(events[0].id.as_deref(), Some("5"));
+        assert_eq!(events[0].event().as_deref(), Some("message"));
+        assert_eq!(events[0].id().as_deref(), Some("5"));
         assert_eq!(
-            events[0].data.as_deref(),
+            events[0].data().as_deref(),
             Some(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
         );
         let value: serde_json::Value =
-            serde_json::from_str(events[2].data.as_deref().unwrap_or_default()).unwrap_or_default();
+            serde_json::from_str(events[2].data().as_deref().unwrap_or_default())
+                .unwrap_or_default();
         assert_eq!(value["method"], "notifications/progress");
         assert!(events[1].is_comment_only());
         assert_eq!(tail, None);
@@ -865,7 +960,7 @@ mod tests {
             assert_eq!(run(chunks), expected, "chunks of {size}");
         }
         assert_eq!(
-            expected.0[0].data.as_deref(),
+            expected.0[0].data().as_deref(),
             Some("{\"a\":[1,2,3],\"b\":\"x:y\"}\nsecond line")
         );
     }
@@ -883,7 +978,7 @@ mod tests {
         let expected = run([whole.clone()]);
         assert_lossless(&input, &expected);
         assert_eq!(expected.0.len(), 2);
-        assert_eq!(expected.0[0].data.as_deref(), Some(payload.as_str()));
+        assert_eq!(expected.0[0].data().as_deref(), Some(payload.as_str()));
         assert_eq!(expected.1.as_deref(), Some(&b"data: tail"[..]));
         for size in [1, 7, 4096] {
             let chunks = (0..input.len())
@@ -965,18 +1060,18 @@ mod tests {
         let event = parse_one(&bytes);
         assert_eq!(event.raw, bytes);
         assert_eq!(
-            event.fields(),
-            EventFields {
+            decoded(&event),
+            owned(EventFields {
                 data: "{\"jsonrpc\":\"2.0\"}\nline two\nthree\n",
                 ..fields
-            }
+            })
         );
 
         let empty = EventFields::default().to_bytes();
         assert_eq!(empty, &b"data: \n\n"[..]);
         let event = parse_one(&empty);
-        assert_eq!(event.data.as_deref(), Some(""));
-        assert_eq!((event.event, event.id, event.retry), (None, None, None));
+        assert_eq!(event.data().as_deref(), Some(""));
+        assert_eq!((event.event(), event.id(), event.retry), (None, None, None));
     }
 
     #[test]
@@ -988,9 +1083,9 @@ mod tests {
             data: "ok",
         };
         let event = parse_one(&fields.to_bytes());
-        assert_eq!(event.event.as_deref(), Some("a"));
-        assert_eq!(event.id.as_deref(), Some("1"));
-        assert_eq!(event.data.as_deref(), Some("ok"));
+        assert_eq!(event.event().as_deref(), Some("a"));
+        assert_eq!(event.id().as_deref(), Some("1"));
+        assert_eq!(event.data().as_deref(), Some("ok"));
         let event = parse_one(
             &EventFields {
                 id: Some("a\0b"),
@@ -998,7 +1093,7 @@ mod tests {
             }
             .to_bytes(),
         );
-        assert_eq!(event.id, None);
+        assert_eq!(event.id(), None);
     }
 
     #[test]
@@ -1043,13 +1138,13 @@ mod tests {
             let parsed = parse_one(&written);
             let normalized = data.replace("\r\n", "\n").replace('\r', "\n");
             assert_eq!(
-                parsed.fields(),
-                EventFields {
+                decoded(&parsed),
+                owned(EventFields {
                     data: &normalized,
                     ..fields
-                }
+                })
             );
-            assert!(parsed.data.is_some());
+            assert!(parsed.data().is_some());
             expected.push(parsed);
         }
         let stream = stream.freeze();

@@ -65,8 +65,7 @@ impl ResultRewrite {
 impl EventRule for ResultRewrite {
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
         let rewritten = event
-            .data
-            .as_deref()
+            .data()
             .map(|data| self.target.rewrite(data.as_bytes()));
         match rewritten {
             Some(Ok(data)) => {

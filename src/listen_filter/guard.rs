@@ -336,12 +336,32 @@ impl Uris {
 
 impl EventRule for Guard {
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
-        let Some(data) = event.data.as_deref() else {
+        let Some(data) = event.data() else {
             // Comments and keep-alives carry nothing to filter.
             out.push_back(event.raw);
             return;
         };
-        match self.judge(data) {
+        let verdict = self.judge(&data);
+        if let Verdict::Drop(reason) = verdict {
+            // Drops are rare (a leaky inner service): re-reading the method is fine.
+            let kind = json::members(&data)
+                .and_then(|m| {
+                    json::unique(&m, "method")
+                        .ok()
+                        .flatten()
+                        .and_then(json::string)
+                })
+                .map(|method| method.into_owned());
+            tracing::debug!(
+                reason,
+                kind = kind.as_deref().unwrap_or("-"),
+                "listen stream: dropped a message"
+            );
+            return;
+        }
+        let unchanged = matches!(&verdict, Verdict::Ack(ack) if ack.as_slice() == data.as_bytes());
+        drop(data);
+        match verdict {
             Verdict::Pass => out.push_back(event.raw),
             Verdict::Keep => {
                 if !self.acknowledged {
@@ -354,29 +374,15 @@ impl EventRule for Guard {
                 tracing::debug!("listen stream: dropped a second acknowledgment");
             }
             Verdict::Ack(rewritten) => {
-                if rewritten == data.as_bytes() {
+                if unchanged {
                     out.push_back(event.raw);
                 } else {
                     out.push_back(event.with_data(&rewritten));
                 }
                 self.acknowledged = true;
             }
-            Verdict::Drop(reason) => {
-                // Drops are rare (a leaky inner service): re-reading the method is fine.
-                let kind = json::members(data)
-                    .and_then(|m| {
-                        json::unique(&m, "method")
-                            .ok()
-                            .flatten()
-                            .and_then(json::string)
-                    })
-                    .map(|method| method.into_owned());
-                tracing::debug!(
-                    reason,
-                    kind = kind.as_deref().unwrap_or("-"),
-                    "listen stream: dropped a message"
-                );
-            }
+            // Logged and left out above.
+            Verdict::Drop(_) => {}
         }
     }
 }
