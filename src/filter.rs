@@ -478,7 +478,7 @@ fn validate<'a>(
     .ok_or_else(|| {
         invalid(format!(
             "`params.notifications` must be an object, got {}",
-            kind_of(notifications)
+            json::kind_text(notifications)
         ))
     })?;
 
@@ -515,7 +515,7 @@ fn validate<'a>(
                     return Err(invalid(format!(
                         "`notifications.{}` must be a boolean, got {}",
                         flag.field(),
-                        kind_of(value)
+                        json::kind_text(value)
                     )))
                 }
             },
@@ -545,7 +545,7 @@ fn strings<'a>(
     let items: Vec<&'a RawValue> = serde_json::from_str(value).map_err(|_| {
         invalid(format!(
             "`notifications.{field}` must be an array of strings, got {}",
-            kind_of(value)
+            json::kind_text(value)
         ))
     })?;
     if items.len() > max {
@@ -569,18 +569,6 @@ fn strings<'a>(
             })
         })
         .collect()
-}
-
-/// What kind of JSON value `text` is, for error messages (as [`json::kind`]).
-fn kind_of(text: &str) -> &'static str {
-    match text.as_bytes().first() {
-        Some(b'"') => "a string",
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b't' | b'f') => "a boolean",
-        Some(b'n') => "null",
-        _ => "a number",
-    }
 }
 
 /// Keeps the first occurrence of each item, in order.

@@ -394,7 +394,12 @@ pub(crate) fn same_id_text(a: &str, b: &str) -> bool {
 
 /// What kind of JSON value `raw` is, for error messages.
 pub(crate) fn kind(raw: &RawValue) -> &'static str {
-    match raw.get().as_bytes().first() {
+    kind_text(raw.get())
+}
+
+/// [`kind`] of the JSON text `text`.
+pub(crate) fn kind_text(text: &str) -> &'static str {
+    match text.as_bytes().first() {
         Some(b'"') => "a string",
         Some(b'{') => "an object",
         Some(b'[') => "an array",
