@@ -1,6 +1,8 @@
 //! Capabilities by era: computed once from the profile, spliced into every
 //! `initialize` and `server/discover` result.
 
+use std::borrow::Cow;
+
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -83,49 +85,87 @@ pub(crate) fn compute(
     caps
 }
 
-/// True when the inner service's capabilities hold nothing the profile does
-/// not replace, so the profile's serialized capabilities can stand alone.
-pub(crate) fn all_managed(inner: &Map<String, Value>, profile: &Map<String, Value>) -> bool {
-    inner.iter().all(|(key, value)| match key.as_str() {
-        "extensions" => value
-            .as_object()
-            .is_some_and(|ext| ext.keys().all(|k| is_managed_extension(k, profile))),
-        key => MANAGED.contains(&key) || profile.contains_key(key),
-    })
-}
-
-fn is_managed_extension(key: &str, profile: &Map<String, Value>) -> bool {
-    key == TASKS_EXTENSION
-        || profile
-            .get("extensions")
-            .and_then(Value::as_object)
-            .is_some_and(|ext| ext.contains_key(key))
-}
-
-/// Replaces the managed keys of `inner` with the profile's, keeping keys the
-/// profile does not manage (`experimental`, foreign `extensions` entries).
-pub(crate) fn splice(inner: &mut Map<String, Value>, profile: &Map<String, Value>) {
-    for key in MANAGED {
-        inner.remove(key);
-    }
-    if let Some(Value::Object(ext)) = inner.get_mut("extensions") {
-        ext.remove(TASKS_EXTENSION);
-        if ext.is_empty() {
-            inner.remove("extensions");
+/// The members of a JSON object as a parser that keeps the last of duplicate
+/// keys reads them: each key once, at its first place, with its last value.
+fn last_wins(members: json::TextMembers<'_>) -> Vec<(Cow<'_, str>, &str)> {
+    let mut distinct: Vec<(Cow<'_, str>, &str)> = Vec::with_capacity(members.len());
+    for (key, value, _) in members {
+        match distinct.iter_mut().find(|(seen, _)| *seen == key) {
+            Some(slot) => slot.1 = value,
+            None => distinct.push((key, value)),
         }
     }
-    for (key, value) in profile {
-        match (key.as_str(), value, inner.get_mut(key)) {
-            ("extensions", Value::Object(theirs), Some(Value::Object(ours))) => {
-                for (name, entry) in theirs {
-                    ours.insert(name.clone(), entry.clone());
+    distinct
+}
+
+/// The inner service's capabilities `theirs` (valid JSON text) with the
+/// managed keys the profile's: keys the profile does not manage
+/// (`experimental`, foreign `extensions` entries) keep their place and their
+/// bytes, the profile's keys take the place of theirs or follow them.
+/// `None` when theirs hold nothing the profile does not replace (or are not
+/// an object), so the profile's serialized capabilities stand alone.
+pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<Vec<u8>> {
+    let members = last_wins(json::read_members(theirs)?);
+    let our_extensions = profile.get("extensions").and_then(Value::as_object);
+    let mut out = Vec::with_capacity(theirs.len() + 64);
+    let mut foreign = false;
+    let mut placed: Vec<&str> = Vec::new();
+    out.push(b'{');
+    for (key, value) in &members {
+        let key = key.as_ref();
+        if MANAGED.contains(&key) {
+            continue;
+        }
+        let entries = (key == "extensions")
+            .then(|| json::read_members(value))
+            .flatten();
+        if let Some(entries) = entries {
+            let mut entries = last_wins(entries);
+            entries.retain(|(name, _)| name != TASKS_EXTENSION);
+            if entries.is_empty() {
+                continue;
+            }
+            let mut merged = vec![b'{'];
+            for (name, entry) in &entries {
+                match our_extensions.and_then(|ours| ours.get(name.as_ref())) {
+                    Some(ours) => push_value(&mut merged, name, ours),
+                    None => {
+                        foreign = true;
+                        push_member(&mut merged, name, entry.as_bytes());
+                    }
                 }
             }
-            _ => {
-                inner.insert(key.clone(), value.clone());
+            for (name, ours) in our_extensions.into_iter().flatten() {
+                if !entries.iter().any(|(theirs, _)| theirs == name) {
+                    push_value(&mut merged, name, ours);
+                }
+            }
+            merged.push(b'}');
+            push_member(&mut out, key, &merged);
+            placed.push(key);
+            continue;
+        }
+        match profile.get(key) {
+            Some(ours) => {
+                push_value(&mut out, key, ours);
+                placed.push(key);
+            }
+            None => {
+                foreign = true;
+                push_member(&mut out, key, value.as_bytes());
             }
         }
     }
+    if !foreign {
+        return None;
+    }
+    for (key, ours) in profile {
+        if !placed.contains(&key.as_str()) {
+            push_value(&mut out, key, ours);
+        }
+    }
+    out.push(b'}');
+    Some(out)
 }
 
 /// Keeps only what `original` has: `narrowed` may remove keys and turn
@@ -164,41 +204,60 @@ pub(crate) fn rewrite_response(
     private: bool,
 ) -> Result<Vec<u8>, Skip> {
     let text = std::str::from_utf8(body).map_err(|_| "the body is not UTF-8")?;
-    let members = json::members(text.trim_end()).ok_or("the body is not a JSON object")?;
-    let their_id = json::unique(&members, "id")
+    // One checking pass over the response reads the three members it needs,
+    // and the members of `result`.
+    let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
+    let mut result_members = None;
+    let mut walk = json::Walk::new(text);
+    let readable = walk.object(["id", "error", "result"], |walk, slot| {
+        let value = if slot == 2 && walk.at_object() {
+            let mut members = Vec::new();
+            let (text, readable) = walk.members(|walk, key| {
+                members.push((key, walk.value()?));
+                Some(())
+            })?;
+            result_members = readable.then_some(members);
+            text
+        } else {
+            walk.value()?
+        };
+        json::record([&mut their_id, &mut error, &mut result][slot], value);
+        Some(())
+    });
+    if !matches!(readable, Some((_, true))) || !walk.at_end() {
+        return Err("the body is not a JSON object");
+    }
+    let their_id = their_id
         .ok()
         .flatten()
         .ok_or("the response has no single id")?;
-    if !json::same_id(their_id, id) {
+    if !json::same_id_text(their_id, id.get()) {
         return Err("the response is for another request id");
     }
-    if json::unique(&members, "error").map_or(true, |e| e.is_some()) {
+    if error.map_or(true, |e| e.is_some()) {
         return Err("the response is an error");
     }
-    let result = json::unique(&members, "result")
+    let result = result
         .ok()
         .flatten()
         .ok_or("the response has no single result")?;
-    // `result` is valid JSON already: its members are read without a second check.
-    let result_members = json::read_members(result.get()).ok_or("the result is not an object")?;
+    let result_members = result_members.ok_or("the result is not an object")?;
 
-    let mut out = Vec::with_capacity(result.get().len() + caps_json.len());
+    let mut out = Vec::with_capacity(result.len() + caps_json.len());
     let mut wrote_caps = false;
     let mut wrote_scope = false;
     out.push(b'{');
-    for (key, value, _) in &result_members {
+    for (key, value) in &result_members {
         let replacement: Vec<u8>;
         let value: &[u8] = match key.as_ref() {
             "capabilities" if !wrote_caps => {
                 wrote_caps = true;
-                match serde_json::from_str::<Map<String, Value>>(value) {
-                    Ok(theirs) if !all_managed(&theirs, caps) => {
-                        let mut merged = theirs;
-                        splice(&mut merged, caps);
-                        replacement = serde_json::to_vec(&merged).expect("a JSON map serializes");
+                match merge(value, caps) {
+                    Some(merged) => {
+                        replacement = merged;
                         &replacement
                     }
-                    _ => caps_json,
+                    None => caps_json,
                 }
             }
             "capabilities" => continue,
@@ -218,6 +277,12 @@ pub(crate) fn rewrite_response(
     }
     out.push(b'}');
     Ok(json::splice(text, result, &out))
+}
+
+/// [`push_member`] with a value serialized from `value`.
+fn push_value(out: &mut Vec<u8>, key: &str, value: &Value) {
+    push_member(out, key, b"");
+    serde_json::to_writer(out, value).expect("a JSON value serializes");
 }
 
 fn push_member(out: &mut Vec<u8>, key: &str, value: &[u8]) {
@@ -241,48 +306,93 @@ mod tests {
         }
     }
 
+    /// `merge` of `theirs`, parsed back: `None` when the profile's stand alone.
+    fn merged(theirs: &str, profile: &Value) -> Option<Value> {
+        merge(theirs, &obj(profile.clone())).map(|out| serde_json::from_slice(&out).unwrap())
+    }
+
     #[test]
-    fn splice_keeps_unmanaged_and_replaces_managed() {
-        let profile = obj(json!({"tools": {"listChanged": true}, "logging": {}}));
-        let mut inner = obj(json!({
-            "tools": {"listChanged": false}, "prompts": {}, "experimental": {"x": 1},
-            "extensions": {"io.modelcontextprotocol/tasks": {}, "com.example/y": {}}
-        }));
-        splice(&mut inner, &profile);
+    fn merge_keeps_unmanaged_and_replaces_managed() {
+        let profile = json!({"tools": {"listChanged": true}, "logging": {}});
+        let theirs = r#"{"tools": {"listChanged": false}, "prompts": {}, "experimental": {"x": 1},
+            "extensions": {"io.modelcontextprotocol/tasks": {}, "com.example/y": {}}}"#;
         assert_eq!(
-            Value::Object(inner),
-            json!({"tools": {"listChanged": true}, "logging": {}, "experimental": {"x": 1},
+            merged(theirs, &profile),
+            Some(
+                json!({"tools": {"listChanged": true}, "logging": {}, "experimental": {"x": 1},
                    "extensions": {"com.example/y": {}}})
+            )
         );
     }
 
     #[test]
-    fn splice_merges_profile_extensions() {
-        let profile = obj(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
-        let mut inner = obj(json!({"extensions": {"com.example/y": {"v": 2}}}));
-        splice(&mut inner, &profile);
+    fn merge_keeps_the_bytes_and_places_of_foreign_keys() {
+        let profile = obj(json!({"tools": {"listChanged": true}, "logging": {}}));
+        let theirs = r#"{ "experimental" : { "x" : 1.50 }, "tools": {}, "logging": 3 }"#;
         assert_eq!(
-            Value::Object(inner),
-            json!({"extensions": {"com.example/y": {"v": 2}, "io.modelcontextprotocol/tasks": {}}})
+            String::from_utf8(merge(theirs, &profile).unwrap()).unwrap(),
+            r#"{"experimental":{ "x" : 1.50 },"tools":{"listChanged":true},"logging":{}}"#
         );
     }
 
     #[test]
-    fn all_managed_sees_foreign_keys() {
-        let profile = obj(json!({"tools": {}}));
-        assert!(all_managed(
-            &obj(json!({"tools": {}, "prompts": {}})),
-            &profile
-        ));
-        assert!(!all_managed(&obj(json!({"experimental": {}})), &profile));
-        assert!(all_managed(
-            &obj(json!({"extensions": {TASKS_EXTENSION: {}}})),
-            &profile
-        ));
-        assert!(!all_managed(
-            &obj(json!({"extensions": {"x/y": {}}})),
-            &profile
-        ));
+    fn merge_merges_profile_extensions() {
+        let profile = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        assert_eq!(
+            merged(r#"{"extensions": {"com.example/y": {"v": 2}}}"#, &profile),
+            Some(
+                json!({"extensions": {"com.example/y": {"v": 2}, "io.modelcontextprotocol/tasks": {}}})
+            )
+        );
+        // Only the tasks extension of theirs: the profile's stand alone.
+        assert_eq!(
+            merged(
+                r#"{"extensions": {"io.modelcontextprotocol/tasks": {"x": 1}}}"#,
+                &profile
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn merge_reads_duplicates_as_last_wins() {
+        let profile = json!({"tools": {}});
+        let theirs = r#"{"experimental":{"a":1},"tools":{"x":1},"experimental":{"b":2}}"#;
+        let out = merge(theirs, &obj(profile)).unwrap();
+        assert_eq!(out, br#"{"experimental":{"b":2},"tools":{}}"#);
+    }
+
+    #[test]
+    fn merge_is_none_when_everything_is_managed() {
+        let profile = json!({"tools": {}});
+        assert_eq!(merged(r#"{"tools": {}, "prompts": {}}"#, &profile), None);
+        assert_eq!(
+            merged(
+                r#"{"extensions": {"io.modelcontextprotocol/tasks": {}}}"#,
+                &profile
+            ),
+            None
+        );
+        assert_eq!(merged(r#"{"extensions": {}}"#, &profile), None);
+        assert_eq!(merged("[1]", &profile), None);
+        assert_eq!(merged("null", &profile), None);
+        assert_eq!(
+            merged(r#"{"experimental": {}}"#, &profile),
+            Some(json!({"experimental": {}, "tools": {}}))
+        );
+        assert_eq!(
+            merged(r#"{"extensions": {"x/y": {}}}"#, &profile),
+            Some(json!({"extensions": {"x/y": {}}, "tools": {}}))
+        );
+        // Extensions that are not an object: the profile's replace them, or they are kept.
+        assert_eq!(
+            merged(r#"{"extensions": 1}"#, &json!({"extensions": {}})),
+            None
+        );
+        assert_eq!(
+            merged(r#"{"extensions": 1}"#, &profile),
+            Some(json!({"extensions": 1, "tools": {}}))
+        );
     }
 
     fn rewrite(body: &str, private: bool) -> Result<Value, Skip> {
@@ -338,6 +448,104 @@ mod tests {
         assert!(rewrite("not json", false).is_err());
         assert!(rewrite(r#"{"id":1,"result":[]}"#, false).is_err());
         assert!(rewrite(r#"{"id":1,"id":1,"result":{}}"#, false).is_err());
+    }
+
+    /// The capabilities rewrite as a `Value` model: theirs parsed into a map
+    /// (the last of duplicate keys wins), managed keys removed, the
+    /// profile's inserted.
+    fn model_merge(theirs: &str, profile: &Map<String, Value>) -> Value {
+        let Ok(Value::Object(mut merged)) = serde_json::from_str::<Value>(theirs) else {
+            return Value::Object(profile.clone());
+        };
+        for key in MANAGED {
+            merged.remove(key);
+        }
+        if let Some(Value::Object(ext)) = merged.get_mut("extensions") {
+            ext.remove(TASKS_EXTENSION);
+            if ext.is_empty() {
+                merged.remove("extensions");
+            }
+        }
+        for (key, value) in profile {
+            match (value, merged.get_mut(key)) {
+                (Value::Object(ours), Some(Value::Object(entries))) if key == "extensions" => {
+                    entries.extend(ours.clone());
+                }
+                _ => {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        Value::Object(merged)
+    }
+
+    const KEYS: [&str; 6] = [
+        "tools",
+        "prompts",
+        "experimental",
+        "extensions",
+        "logging",
+        "x\\u0079",
+    ];
+    const VALUES: [&str; 8] = [
+        "{}",
+        r#"{ "a" : [1, 2.50] }"#,
+        "1",
+        "null",
+        r#"{"io.modelcontextprotocol/tasks":{}}"#,
+        r#"{"x/y":{"v":1},"io.modelcontextprotocol/tasks":{}}"#,
+        r#"{"z/w":{},"z/w":{"again":true}}"#,
+        r#"{"x/y":{}}"#,
+    ];
+
+    fn profiles() -> [Map<String, Value>; 3] {
+        [
+            obj(json!({"tools": {"listChanged": true}, "logging": {}})),
+            obj(json!({"tools": {}, "experimental": {"ours": 1},
+                "extensions": {"io.modelcontextprotocol/tasks": {}, "x/y": {"ours": 2}}})),
+            Map::new(),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Generated capabilities (duplicates, escaped keys, non-object
+        /// values and extensions) merge to what the `Value` model gives.
+        #[test]
+        fn merge_agrees_with_the_value_model(
+            members in proptest::collection::vec((0..KEYS.len(), 0..VALUES.len()), 0..7),
+            profile in 0usize..3,
+            id in proptest::sample::select(vec!["1", "1.0", "2", "\"1\""]),
+            error in proptest::bool::ANY,
+        ) {
+            let profile = &profiles()[profile];
+            let theirs = members
+                .iter()
+                .map(|&(k, v)| format!("\"{}\": {}", KEYS[k], VALUES[v]))
+                .collect::<Vec<_>>()
+                .join(" , ");
+            let theirs = format!("{{ {theirs} }}");
+            let model = model_merge(&theirs, profile);
+            let out = merge(&theirs, profile)
+                .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_slice(&out).unwrap());
+            proptest::prop_assert_eq!(&out, &model, "{}", theirs);
+
+            // The same inside a response, which is read in one pass.
+            let error = if error { r#","error":{"code":1}"# } else { "" };
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{"capabilities":{theirs},"n":1}}}}"#);
+            let request_id: Box<RawValue> = serde_json::from_str("1").unwrap();
+            let json = serde_json::to_vec(profile).unwrap();
+            let rewritten = rewrite_response(body.as_bytes(), &request_id, profile, &json, false)
+                .map(|out| serde_json::from_slice::<Value>(&out).unwrap());
+            let expected = if id != "1" && id != "1.0" {
+                Err("the response is for another request id")
+            } else if !error.is_empty() {
+                Err("the response is an error")
+            } else {
+                Ok(json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(id).unwrap(),
+                    "result": {"capabilities": model, "n": 1}}))
+            };
+            proptest::prop_assert_eq!(rewritten, expected, "{}", body);
+        }
     }
 
     #[test]

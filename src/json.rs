@@ -282,6 +282,20 @@ impl<'a> Walk<'a> {
         names: [&str; N],
         mut member: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<(&'a str, bool)> {
+        self.members(
+            |walk, key| match names.iter().position(|name| *name == key) {
+                Some(slot) => member(walk, slot),
+                None => walk.value().map(drop),
+            },
+        )
+    }
+
+    /// [`Walk::object`] handing every member whose key decodes to `member`
+    /// with the decoded key (borrowed when it has no escape).
+    pub(crate) fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<(&'a str, bool)> {
         self.space();
         let start = self.at;
         if self.next()? != b'{' {
@@ -295,21 +309,15 @@ impl<'a> Walk<'a> {
         let mut keys_decode = true;
         loop {
             let (key, escaped) = self.key()?;
-            let slot = if escaped {
-                match serde_json::from_str::<String>(key) {
-                    Ok(key) => names.iter().position(|name| *name == key),
-                    Err(_) => {
-                        keys_decode = false;
-                        None
-                    }
-                }
+            let key = if escaped {
+                serde_json::from_str::<String>(key).ok().map(Cow::Owned)
             } else {
-                let key = key.get(1..key.len() - 1)?;
-                names.iter().position(|name| *name == key)
+                key.get(1..key.len() - 1).map(Cow::Borrowed)
             };
-            match slot {
-                Some(slot) => member(self, slot)?,
+            match key {
+                Some(key) => member(self, key)?,
                 None => {
+                    keys_decode = false;
                     self.value()?;
                 }
             }
@@ -372,12 +380,8 @@ pub(crate) fn is_usable_id(id: &RawValue) -> bool {
     matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
-/// True when two JSON-RPC ids are the same value (`1` and `1.0` included).
-pub(crate) fn same_id(a: &RawValue, b: &RawValue) -> bool {
-    same_id_text(a.get(), b.get())
-}
-
-/// [`same_id`] of two JSON texts.
+/// True when two JSON-RPC ids, as JSON texts, are the same value (`1` and
+/// `1.0` included).
 pub(crate) fn same_id_text(a: &str, b: &str) -> bool {
     a == b
         || match (
@@ -410,15 +414,15 @@ pub(crate) fn kind_text(text: &str) -> &'static str {
 }
 
 /// The byte range that `part` (a value borrowed from `text`) covers in `text`.
-pub(crate) fn span(text: &str, part: &RawValue) -> std::ops::Range<usize> {
-    let start = part.get().as_ptr() as usize - text.as_ptr() as usize;
-    let end = start + part.get().len();
+pub(crate) fn span(text: &str, part: &str) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - text.as_ptr() as usize;
+    let end = start + part.len();
     debug_assert!(end <= text.len(), "the part must borrow from the text");
     start..end
 }
 
 /// `text` with the bytes of `part` replaced by `replacement`.
-pub(crate) fn splice(text: &str, part: &RawValue, replacement: &[u8]) -> Vec<u8> {
+pub(crate) fn splice(text: &str, part: &str, replacement: &[u8]) -> Vec<u8> {
     let range = span(text, part);
     let mut out = Vec::with_capacity(text.len() - range.len() + replacement.len());
     out.extend_from_slice(&text.as_bytes()[..range.start]);
@@ -636,7 +640,7 @@ mod tests {
         let m = members(text).unwrap();
         let params = members(unique(&m, "params").unwrap().unwrap().get()).unwrap();
         let n = unique(&params, "n").unwrap().unwrap();
-        let out = splice(text, n, b"{}");
+        let out = splice(text, n.get(), b"{}");
         assert_eq!(out, br#"{"id":7, "params" : {"n": {}} , "z":1}"#);
     }
 

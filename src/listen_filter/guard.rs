@@ -127,7 +127,7 @@ impl Guard {
         };
         match json::unique(&params, "notifications") {
             Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
-                Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
+                Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), ack.as_bytes())),
                 None => Verdict::Drop("acknowledgment with a malformed notifications object"),
             },
             _ => Verdict::Drop("acknowledgment without one notifications object"),
@@ -439,7 +439,9 @@ mod tests {
         };
         let Some(method) = method.and_then(json::string) else {
             return match id {
-                Some(id) if json::same_id(id, filter.subscription_id()) => Verdict::Pass,
+                Some(id) if json::same_id_text(id.get(), filter.subscription_id().get()) => {
+                    Verdict::Pass
+                }
                 _ => Verdict::Drop("response to another request"),
             };
         };
@@ -448,7 +450,7 @@ mod tests {
         }
         let params = params.and_then(|p| json::members(p.get()));
         if let Some(tag) = params.as_ref().and_then(|p| tag(p)) {
-            if !json::same_id(tag, filter.subscription_id()) {
+            if !json::same_id_text(tag.get(), filter.subscription_id().get()) {
                 return Verdict::Drop("another subscription");
             }
         }
@@ -465,7 +467,7 @@ mod tests {
                 };
                 return match json::unique(params, "notifications") {
                     Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
-                        Some(ack) => Verdict::Ack(json::splice(data, theirs, ack.as_bytes())),
+                        Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), ack.as_bytes())),
                         None => {
                             Verdict::Drop("acknowledgment with a malformed notifications object")
                         }
