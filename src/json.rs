@@ -367,12 +367,15 @@ pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
 /// The `id` of a JSON-RPC request `body`, when it is one object with one id.
 pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(body).ok()?;
-    let members = members(text.trim_end())?;
-    unique(&members, "id")
-        .ok()
-        .flatten()
-        .filter(|id| is_usable_id(id))
-        .map(RawValue::to_owned)
+    let mut id = Ok(None);
+    let mut walk = Walk::new(text);
+    let (_, readable) = walk.object(["id"], |walk, _| {
+        record(&mut id, walk.value()?);
+        Some(())
+    })?;
+    let id = id.ok().flatten().filter(|_| readable && walk.at_end())?;
+    let id = RawValue::from_string(id.to_owned()).ok()?;
+    is_usable_id(&id).then_some(id)
 }
 
 /// True for an id an error response may echo: a string or a number.
@@ -655,11 +658,19 @@ mod tests {
             .object([], |_, _| Some(()))
             .is_some_and(|(_, readable)| readable)
             && walk.at_end();
-        if (walked, object) == (serde, members(text).is_some()) {
-            Ok(())
-        } else {
-            Err(format!("{text:?}: walk {walked} {object}, serde {serde}"))
+        if (walked, object) != (serde, members(text).is_some()) {
+            return Err(format!("{text:?}: walk {walked} {object}, serde {serde}"));
         }
+        // The request id, found by the walk, as the members would give it.
+        let by_members = members(text).and_then(|m| {
+            let id = unique(&m, "id").ok().flatten()?;
+            is_usable_id(id).then(|| id.get().to_owned())
+        });
+        let by_walk = request_id(text.as_bytes()).map(|id| id.get().to_owned());
+        if by_walk != by_members {
+            return Err(format!("{text:?}: id {by_walk:?}, members {by_members:?}"));
+        }
+        Ok(())
     }
 
     fn value() -> impl proptest::strategy::Strategy<Value = String> {
@@ -688,6 +699,7 @@ mod tests {
             let key = proptest::sample::select(vec![
                 r#""k""#,
                 r#""method""#,
+                r#""id""#,
                 r#""\u006b""#,
                 r#""\udc00""#,
                 r#""""#,
