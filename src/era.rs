@@ -436,6 +436,16 @@ mod tests {
     }
 
     #[test]
+    fn rewrite_writes_escaped_keys_back_escaped() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":{"a\"b\u0001":1,"capabilities":{}}}"#;
+        let out = rewrite(body, false).unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"a\"b\u{1}": 1, "capabilities": {"tools": {"listChanged": true}}})
+        );
+    }
+
+    #[test]
     fn rewrite_skips_what_it_must_not_touch() {
         assert_eq!(
             rewrite(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, false),
