@@ -244,13 +244,22 @@ impl Scanner {
         if self.decided.is_some() {
             return self.decided;
         }
-        let quick = match self.consumed == 0 && !self.whole {
-            true => quick_other(chunk).map(|read| (read, Outcome::Method(Method::Other))),
-            false => None,
-        };
-        match quick.or_else(|| self.run(chunk)) {
+        let mut from = 0;
+        if let Some((read, method)) = quick_method(chunk).filter(|_| self.consumed == 0) {
+            if !method.is_intercepted() && !self.whole {
+                // Other bodies may be huge and are never read past their method.
+                self.consumed = read;
+                self.decided = Some(Outcome::Method(method));
+                return self.decided;
+            }
+            // Where `run` would be after the method value: go on from there.
+            self.method = Some(method);
+            self.state = State::AfterValue;
+            from = read;
+        }
+        match self.run(&chunk[from..]) {
             Some((read, outcome)) => {
-                self.consumed += read;
+                self.consumed += from + read;
                 self.decided = Some(outcome);
             }
             None => self.consumed += chunk.len(),
@@ -648,13 +657,13 @@ impl Scanner {
     }
 }
 
-/// The common body in one pass over its first chunk: an object whose members
-/// before the first `method` have keys without escapes and plain string or
-/// scalar values, and whose method is a string without escapes that no layer
-/// intercepts. Returns how many bytes decide that (up to the method value's
-/// closing quote); `None` leaves the body to [`Scanner::run`], which answers
-/// the same for every body this answers.
-fn quick_other(chunk: &[u8]) -> Option<usize> {
+/// The common body's method in one pass over its first chunk: an object whose
+/// members before the first `method` have keys without escapes and plain
+/// string or scalar values, and whose method is a string without escapes.
+/// Returns how many bytes were read (up to the method value's closing quote)
+/// and the method; `None` leaves the body to [`Scanner::run`], which reads
+/// the same method there for every body this answers.
+fn quick_method(chunk: &[u8]) -> Option<(usize, Method)> {
     let skip_ws = |from: usize| from + chunk[from..].iter().take_while(|&&b| is_ws(b)).count();
     // The end of a string starting at `from`, if no backslash comes first.
     let plain_string = |from: usize| {
@@ -682,8 +691,7 @@ fn quick_other(chunk: &[u8]) -> Option<usize> {
             b'"' => {
                 let end = plain_string(i + 1)?;
                 if is_method {
-                    let method = Method::from_name(&chunk[i + 1..end]);
-                    return (!method.is_intercepted()).then_some(end + 1);
+                    return Some((end + 1, Method::from_name(&chunk[i + 1..end])));
                 }
                 i = end + 1;
             }
@@ -794,10 +802,19 @@ fn unescape(b: u8) -> Option<Escape> {
 mod tests {
     use super::*;
 
+    /// A new scanner, reading whole bodies if `whole`.
+    fn scanner(whole: bool) -> Scanner {
+        if whole {
+            Scanner::whole()
+        } else {
+            Scanner::new()
+        }
+    }
+
     /// Feeds `chunks` in order, checking that a decision sticks, and returns the final
     /// outcome and `consumed()`.
-    fn run_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> (Outcome, usize) {
-        let mut scanner = Scanner::new();
+    fn run_chunks<'a>(whole: bool, chunks: impl IntoIterator<Item = &'a [u8]>) -> (Outcome, usize) {
+        let mut scanner = scanner(whole);
         let mut decided: Option<(Outcome, usize)> = None;
         let mut fed = 0;
         for chunk in chunks {
@@ -825,8 +842,8 @@ mod tests {
 
     /// Feeds `input` to `step` alone, byte by byte: the reference the bulk paths of
     /// `run` must agree with.
-    fn stepwise(input: &[u8]) -> (Outcome, usize) {
-        let mut scanner = Scanner::new();
+    fn stepwise(whole: bool, input: &[u8]) -> (Outcome, usize) {
+        let mut scanner = scanner(whole);
         for (at, &b) in input.iter().enumerate() {
             if let Some(outcome) = scanner.step(b) {
                 return (outcome, at + 1);
@@ -838,28 +855,39 @@ mod tests {
     /// Scans `input` whole; split in two at every boundary; in chunks of 2 to 9 bytes at
     /// every phase; in 1-byte chunks interleaved with empty ones; and byte by byte through
     /// `step` alone. All must agree. Big inputs get sampled splits and fewer chunkings.
+    /// Both modes are checked (`Scanner::new` and `Scanner::whole`); the answer is
+    /// `Scanner::new`'s.
     fn scan(input: &[u8]) -> (Outcome, usize) {
-        let whole = run_chunks([input]);
-        assert_eq!(stepwise(input), whole, "step alone");
+        scan_mode(input, true);
+        scan_mode(input, false)
+    }
+
+    fn scan_mode(input: &[u8], mode: bool) -> (Outcome, usize) {
+        let whole = run_chunks(mode, [input]);
+        assert_eq!(stepwise(mode, input), whole, "step alone");
         let small = input.len() <= 4096;
         let stride = if small { 1 } else { input.len() / 7 };
         let splits = (0..=input.len()).step_by(stride).chain([input.len()]);
         for at in splits {
             let (a, b) = input.split_at(at);
-            assert_eq!(run_chunks([a, b]), whole, "split at {at}");
+            assert_eq!(run_chunks(mode, [a, b]), whole, "split at {at}");
         }
         let sizes = if small { 2..10 } else { 3..4 };
         for size in sizes {
             for phase in 1..size {
                 let (head, tail) = input.split_at(phase.min(input.len()));
                 let chunks = [head].into_iter().chain(tail.chunks(size));
-                assert_eq!(run_chunks(chunks), whole, "chunks of {size} after {phase}");
+                assert_eq!(
+                    run_chunks(mode, chunks),
+                    whole,
+                    "chunks of {size} after {phase}"
+                );
             }
         }
         let empty: &[u8] = &[];
         let bytes = input.chunks(1).flat_map(|byte| [byte, empty]);
         assert_eq!(
-            run_chunks([empty].into_iter().chain(bytes)),
+            run_chunks(mode, [empty].into_iter().chain(bytes)),
             whole,
             "1-byte chunks"
         );
@@ -1041,21 +1069,35 @@ mod tests {
     fn the_common_body_is_decided_in_one_pass() {
         let body = br#" { "jsonrpc" : "2.0", "id":-1.5e3 ,"method":"tools/call","params":{}}"#;
         let end = after(body, b"tools/call\"", 0);
-        assert_eq!(quick_other(body), Some(end));
+        assert_eq!(quick_method(body), Some((end, Method::Other)));
         assert_eq!(outcome(body), Outcome::Method(Method::Other));
+        // An intercepted method is read the same way; the scanner goes on after it.
+        let listen = br#"{"id":1,"method":"subscriptions/listen","params":{"method":1}}"#;
+        let end = after(listen, b"listen\"", 0);
+        assert_eq!(quick_method(listen), Some((end, Method::Listen)));
+        assert_eq!(
+            scan(listen),
+            (Outcome::Method(Method::Listen), listen.len())
+        );
+        let twice = br#"{"method":"initialize","method":"x"}"#;
+        assert_eq!(
+            quick_method(twice).map(|(_, m)| m),
+            Some(Method::Initialize)
+        );
+        assert_eq!(outcome(twice), Outcome::DuplicateMethod);
         // Anything else is left to the scanner: escapes, nested values first,
-        // intercepted or non-string methods, a chunk that ends too soon.
+        // non-string methods, a chunk that ends too soon.
         for other in [
             &br#"{"id":"\u0031","method":"tools/call"}"#[..],
             br#"{"params":{},"method":"tools/call"}"#,
-            br#"{"method":"subscriptions/listen"}"#,
+            br#"{"method":"subscriptions/\u006cisten"}"#,
             br#"{"method":1}"#,
             br#"{"id":1,"method":"tools/ca"#,
             br#"{"id":1}"#,
             br#"[{"method":"x"}]"#,
         ] {
             assert_eq!(
-                quick_other(other),
+                quick_method(other),
                 None,
                 "{}",
                 String::from_utf8_lossy(other)
