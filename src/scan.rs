@@ -245,7 +245,8 @@ impl Scanner {
             return self.decided;
         }
         let mut from = 0;
-        if let Some((read, method)) = quick_method(chunk).filter(|_| self.consumed == 0) {
+        let first = self.consumed == 0;
+        if let Some((read, method)) = first.then(|| quick_method(chunk)).flatten() {
             if !method.is_intercepted() && !self.whole {
                 // Other bodies may be huge and are never read past their method.
                 self.consumed = read;
@@ -862,15 +863,15 @@ mod tests {
         scan_mode(input, false)
     }
 
-    fn scan_mode(input: &[u8], mode: bool) -> (Outcome, usize) {
-        let whole = run_chunks(mode, [input]);
-        assert_eq!(stepwise(mode, input), whole, "step alone");
+    fn scan_mode(input: &[u8], whole_body: bool) -> (Outcome, usize) {
+        let whole = run_chunks(whole_body, [input]);
+        assert_eq!(stepwise(whole_body, input), whole, "step alone");
         let small = input.len() <= 4096;
         let stride = if small { 1 } else { input.len() / 7 };
         let splits = (0..=input.len()).step_by(stride).chain([input.len()]);
         for at in splits {
             let (a, b) = input.split_at(at);
-            assert_eq!(run_chunks(mode, [a, b]), whole, "split at {at}");
+            assert_eq!(run_chunks(whole_body, [a, b]), whole, "split at {at}");
         }
         let sizes = if small { 2..10 } else { 3..4 };
         for size in sizes {
@@ -878,7 +879,7 @@ mod tests {
                 let (head, tail) = input.split_at(phase.min(input.len()));
                 let chunks = [head].into_iter().chain(tail.chunks(size));
                 assert_eq!(
-                    run_chunks(mode, chunks),
+                    run_chunks(whole_body, chunks),
                     whole,
                     "chunks of {size} after {phase}"
                 );
@@ -887,7 +888,7 @@ mod tests {
         let empty: &[u8] = &[];
         let bytes = input.chunks(1).flat_map(|byte| [byte, empty]);
         assert_eq!(
-            run_chunks(mode, [empty].into_iter().chain(bytes)),
+            run_chunks(whole_body, [empty].into_iter().chain(bytes)),
             whole,
             "1-byte chunks"
         );
