@@ -208,8 +208,7 @@ pub(crate) fn rewrite_response(
     // and the members of `result`.
     let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
     let mut result_members = None;
-    let mut walk = json::Walk::new(text);
-    let readable = walk.object(["id", "error", "result"], |walk, slot| {
+    json::Walk::document(text, ["id", "error", "result"], |walk, slot| {
         let value = if slot == 2 && walk.at_object() {
             let mut members = Vec::new();
             let (text, readable) = walk.members(|walk, key| {
@@ -223,10 +222,8 @@ pub(crate) fn rewrite_response(
         };
         json::record([&mut their_id, &mut error, &mut result][slot], value);
         Some(())
-    });
-    if !matches!(readable, Some((_, true))) || !walk.at_end() {
-        return Err("the body is not a JSON object");
-    }
+    })
+    .ok_or("the body is not a JSON object")?;
     let their_id = their_id
         .ok()
         .flatten()

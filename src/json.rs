@@ -117,6 +117,18 @@ impl<'a> Walk<'a> {
         self.at == self.text.len()
     }
 
+    /// [`Walk::object`] over the whole of `text`: `None` unless `text` is one
+    /// JSON object whose keys all decode, with only whitespace after it.
+    pub(crate) fn document<const N: usize>(
+        text: &'a str,
+        names: [&str; N],
+        member: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<()> {
+        let mut walk = Walk::new(text);
+        let (_, readable) = walk.object(names, member)?;
+        (readable && walk.at_end()).then_some(())
+    }
+
     /// True when the next value is an object.
     pub(crate) fn at_object(&mut self) -> bool {
         self.space();
@@ -368,12 +380,11 @@ pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
 pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(body).ok()?;
     let mut id = Ok(None);
-    let mut walk = Walk::new(text);
-    let (_, readable) = walk.object(["id"], |walk, _| {
+    Walk::document(text, ["id"], |walk, _| {
         record(&mut id, walk.value()?);
         Some(())
     })?;
-    let id = id.ok().flatten().filter(|_| readable && walk.at_end())?;
+    let id = id.ok().flatten()?;
     let id = RawValue::from_string(id.to_owned()).ok()?;
     is_usable_id(&id).then_some(id)
 }
@@ -653,11 +664,7 @@ mod tests {
         let mut walk = Walk::new(text);
         let walked = walk.value().is_some() && walk.at_end();
         let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
-        let mut walk = Walk::new(text);
-        let object = walk
-            .object([], |_, _| Some(()))
-            .is_some_and(|(_, readable)| readable)
-            && walk.at_end();
+        let object = Walk::document(text, [], |_, _| Some(())).is_some();
         if (walked, object) != (serde, members(text).is_some()) {
             return Err(format!("{text:?}: walk {walked} {object}, serde {serde}"));
         }

@@ -201,8 +201,7 @@ impl<'a> Message<'a> {
             task_id: Ok(None),
             tag: None,
         };
-        let mut walk = json::Walk::new(data);
-        let (_, readable) = walk.object(["method", "params", "id"], |walk, slot| {
+        json::Walk::document(data, ["method", "params", "id"], |walk, slot| {
             match slot {
                 0 => json::record(&mut message.method, walk.value()?),
                 2 => json::record(&mut message.id, walk.value()?),
@@ -220,7 +219,7 @@ impl<'a> Message<'a> {
             }
             Some(())
         })?;
-        (readable && walk.at_end()).then_some(message)
+        Some(message)
     }
 }
 
