@@ -192,31 +192,49 @@ pub(crate) fn restrict(narrowed: &mut Map<String, Value>, original: &Map<String,
 /// Why a response was passed through without a rewrite.
 pub(crate) type Skip = &'static str;
 
-/// Rewrites a JSON-RPC response to request `id`: the managed keys of
-/// `result.capabilities` become `caps` (serialized as `caps_json`), and
-/// `result.cacheScope` becomes `"private"` when `private`. Every other
-/// member keeps its bytes.
+/// What the rewrite puts in place of a value of `result`.
+#[derive(Clone, Copy)]
+enum Put {
+    Capabilities,
+    Private,
+}
+
+/// Rewrites the JSON-RPC response `text` to request `id`: every
+/// `result.capabilities` becomes the inner's capabilities (the last, as a
+/// parser that keeps the last of duplicate keys reads them) with the managed
+/// keys `caps`' (serialized as `caps_json`), and every `result.cacheScope`
+/// becomes `"private"` when `private`; missing ones are added at the end of
+/// `result`. Every other byte stays as it was.
 pub(crate) fn rewrite_response(
-    body: &[u8],
+    text: &str,
     id: &RawValue,
     caps: &Map<String, Value>,
     caps_json: &[u8],
     private: bool,
 ) -> Result<Vec<u8>, Skip> {
-    let text = std::str::from_utf8(body).map_err(|_| "the body is not UTF-8")?;
-    // One checking pass over the response reads the three members it needs,
-    // and the members of `result`.
+    // One checking pass over the response reads the three members it needs
+    // and, in `result`, where the values to replace are.
     let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
-    let mut result_members = None;
+    let mut edits = Vec::new();
+    let (mut theirs, mut foreign, mut members, mut readable) = (None, false, 0, false);
     json::Walk::document(text, ["id", "error", "result"], |walk, slot| {
         let value = if slot == 2 && walk.at_object() {
-            let mut members = Vec::new();
-            let (text, readable) = walk.members(|walk, key| {
-                members.push((key, walk.value()?));
+            let (value, keys) = walk.members(|walk, key| {
+                members += 1;
+                let (value, put) = match key.as_ref() {
+                    "capabilities" => {
+                        let value = read_capabilities(walk, &mut foreign)?;
+                        theirs = Some(value);
+                        (value, Put::Capabilities)
+                    }
+                    "cacheScope" if private => (walk.value()?, Put::Private),
+                    _ => return walk.value().map(drop),
+                };
+                edits.push((json::span(text, value), put));
                 Some(())
             })?;
-            result_members = readable.then_some(members);
-            text
+            readable = keys;
+            value
         } else {
             walk.value()?
         };
@@ -238,42 +256,70 @@ pub(crate) fn rewrite_response(
         .ok()
         .flatten()
         .ok_or("the response has no single result")?;
-    let result_members = result_members.ok_or("the result is not an object")?;
+    if !readable {
+        return Err("the result is not an object");
+    }
 
-    let mut out = Vec::with_capacity(result.len() + caps_json.len());
-    let mut wrote_caps = false;
-    let mut wrote_scope = false;
-    out.push(b'{');
-    for (key, value) in &result_members {
-        let replacement: Vec<u8>;
-        let value: &[u8] = match key.as_ref() {
-            "capabilities" if !wrote_caps => {
-                wrote_caps = true;
-                match merge(value, caps) {
-                    Some(merged) => {
-                        replacement = merged;
-                        &replacement
-                    }
-                    None => caps_json,
-                }
-            }
-            "capabilities" => continue,
-            "cacheScope" if private => {
-                wrote_scope = true;
-                b"\"private\""
-            }
-            _ => value.as_bytes(),
-        };
-        push_member(&mut out, key, value);
+    let merged = theirs
+        .filter(|_| foreign)
+        .and_then(|theirs| merge(theirs, caps));
+    let caps_json = merged.as_deref().unwrap_or(caps_json);
+    let replacement = |put| match put {
+        Put::Capabilities => caps_json,
+        Put::Private => b"\"private\"",
+    };
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(text.len() + caps_json.len() + 32);
+    let mut at = 0;
+    for &(ref range, put) in &edits {
+        out.extend_from_slice(&bytes[at..range.start]);
+        out.extend_from_slice(replacement(put));
+        at = range.end;
     }
-    if !wrote_caps {
-        push_member(&mut out, "capabilities", caps_json);
+    // Members `result` lacks go before its closing brace.
+    let close = json::span(text, result).end - 1;
+    out.extend_from_slice(&bytes[at..close]);
+    let mut add = |key: &str, put| {
+        if members > 0 {
+            out.push(b',');
+        }
+        members += 1;
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(replacement(put));
+    };
+    if theirs.is_none() {
+        add("capabilities", Put::Capabilities);
     }
-    if private && !wrote_scope {
-        push_member(&mut out, "cacheScope", b"\"private\"");
+    if private && !edits.iter().any(|(_, put)| matches!(put, Put::Private)) {
+        add("cacheScope", Put::Private);
     }
-    out.push(b'}');
-    Ok(json::splice(text, result, &out))
+    out.extend_from_slice(&bytes[close..]);
+    Ok(out)
+}
+
+/// Walks the inner's capabilities; sets `foreign` when they may hold a key
+/// the profile does not manage (when in doubt, so that [`merge`] decides).
+/// Their text.
+fn read_capabilities<'a>(walk: &mut json::Walk<'a>, foreign: &mut bool) -> Option<&'a str> {
+    if !walk.at_object() {
+        return walk.value();
+    }
+    let (text, readable) = walk.members(|walk, key| {
+        if key == "extensions" && walk.at_object() {
+            let (_, readable) = walk.members(|walk, name| {
+                *foreign |= name != TASKS_EXTENSION;
+                walk.value().map(drop)
+            })?;
+            *foreign |= !readable;
+            return Some(());
+        }
+        *foreign |= !MANAGED.contains(&key.as_ref());
+        walk.value().map(drop)
+    })?;
+    *foreign |= !readable;
+    Some(text)
 }
 
 /// [`push_member`] with a value serialized from `value`.
@@ -396,7 +442,7 @@ mod tests {
         let caps = obj(json!({"tools": {"listChanged": true}}));
         let caps_json = serde_json::to_vec(&caps).unwrap();
         let id: Box<RawValue> = serde_json::from_str("1").unwrap();
-        rewrite_response(body.as_bytes(), &id, &caps, &caps_json, private)
+        rewrite_response(body, &id, &caps, &caps_json, private)
             .map(|out| serde_json::from_slice(&out).unwrap())
     }
 
@@ -523,6 +569,9 @@ mod tests {
             profile in 0usize..3,
             id in proptest::sample::select(vec!["1", "1.0", "2", "\"1\""]),
             error in proptest::bool::ANY,
+            earlier in proptest::option::of(0..VALUES.len()),
+            scopes in 0usize..3,
+            private in proptest::bool::ANY,
         ) {
             let profile = &profiles()[profile];
             let theirs = members
@@ -536,22 +585,49 @@ mod tests {
                 .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_slice(&out).unwrap());
             proptest::prop_assert_eq!(&out, &model, "{}", theirs);
 
-            // The same inside a response, which is read in one pass.
+            // The same inside a response, which is read in one pass: an
+            // earlier `capabilities` and any `cacheScope` are replaced too.
             let error = if error { r#","error":{"code":1}"# } else { "" };
-            let body = format!(r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{"capabilities":{theirs},"n":1}}}}"#);
+            let earlier = earlier.map_or(String::new(), |v| format!(r#""capabilities":{},"#, VALUES[v]));
+            let scope = r#","cacheScope":"shared" "#.repeat(scopes);
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{{earlier}"capabilities":{theirs},"n":1{scope}}}}}"#
+            );
             let request_id: Box<RawValue> = serde_json::from_str("1").unwrap();
             let json = serde_json::to_vec(profile).unwrap();
-            let rewritten = rewrite_response(body.as_bytes(), &request_id, profile, &json, false)
-                .map(|out| serde_json::from_slice::<Value>(&out).unwrap());
+            let rewritten = rewrite_response(&body, &request_id, profile, &json, private);
             let expected = if id != "1" && id != "1.0" {
                 Err("the response is for another request id")
             } else if !error.is_empty() {
                 Err("the response is an error")
             } else {
+                let mut result = json!({"capabilities": model, "n": 1});
+                if scopes > 0 || private {
+                    result["cacheScope"] = json!(if private { "private" } else { "shared" });
+                }
                 Ok(json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(id).unwrap(),
-                    "result": {"capabilities": model, "n": 1}}))
+                    "result": result}))
             };
-            proptest::prop_assert_eq!(rewritten, expected, "{}", body);
+            proptest::prop_assert_eq!(
+                rewritten.clone().map(|out| serde_json::from_slice::<Value>(&out).unwrap()),
+                expected,
+                "{}",
+                body
+            );
+            // A parser that keeps the first of duplicate keys reads the same.
+            if let Ok(out) = rewritten {
+                let first = |key: &str| {
+                    let text = std::str::from_utf8(&out).unwrap();
+                    let result = json::unique_text(&json::read_members(text).unwrap(), "result").unwrap().unwrap();
+                    json::read_members(result).unwrap().into_iter().find(|(k, ..)| k == key).map(|(_, v, _)| v.to_owned())
+                };
+                let caps: Value = serde_json::from_str(&first("capabilities").unwrap()).unwrap();
+                proptest::prop_assert_eq!(&caps, &model);
+                if private {
+                    let scope = first("cacheScope");
+                    proptest::prop_assert_eq!(scope.as_deref(), Some("\"private\""));
+                }
+            }
         }
     }
 

@@ -248,10 +248,14 @@ where
                     let read = ready!(reader.poll_buffer(cx));
                     let mut parts = parts.take().expect("parts are here");
                     let rewritten = match read {
-                        Ok(()) => target
-                            .as_ref()
-                            .expect("target is here")
-                            .rewrite(&reader.buffered()),
+                        Ok(()) => {
+                            let body = reader.buffered();
+                            std::str::from_utf8(&body)
+                                .map_err(|_| "the response body is not UTF-8")
+                                .and_then(|text| {
+                                    target.as_ref().expect("target is here").rewrite(text)
+                                })
+                        }
                         Err(_) => Err("the response body was not read whole"),
                     };
                     let body = match rewritten {

@@ -36,7 +36,7 @@ impl Target {
     }
 
     /// The rewritten JSON-RPC response, or why `body` is left alone.
-    pub(crate) fn rewrite(&self, body: &[u8]) -> Result<Vec<u8>, Skip> {
+    pub(crate) fn rewrite(&self, body: &str) -> Result<Vec<u8>, Skip> {
         let caps = self
             .narrowed
             .as_ref()
@@ -64,9 +64,7 @@ impl ResultRewrite {
 
 impl EventRule for ResultRewrite {
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
-        let rewritten = event
-            .data()
-            .map(|data| self.target.rewrite(data.as_bytes()));
+        let rewritten = event.data().map(|data| self.target.rewrite(&data));
         match rewritten {
             Some(Ok(data)) => {
                 self.done = true;
