@@ -384,8 +384,12 @@ pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
         record(&mut id, walk.value()?);
         Some(())
     })?;
-    let id = id.ok().flatten()?;
-    let id = RawValue::from_string(id.to_owned()).ok()?;
+    usable_id(id.ok().flatten()?)
+}
+
+/// The JSON text `text` as an id, when it is a string or a number.
+pub(crate) fn usable_id(text: &str) -> Option<Box<RawValue>> {
+    let id = RawValue::from_string(text.to_owned()).ok()?;
     is_usable_id(&id).then_some(id)
 }
 

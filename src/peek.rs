@@ -12,7 +12,9 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, Method as HttpMethod};
 use http_body::Body;
 use memchr::memmem::Finder;
+use serde_json::value::RawValue;
 
+use crate::json;
 use crate::replay::{to_bytes, Chunks, ReplayBody};
 use crate::scan::{Method, Outcome, Scanner};
 
@@ -267,6 +269,14 @@ where
     /// Everything read, as one buffer (no copy when it is one chunk).
     pub(crate) fn buffered(&self) -> Bytes {
         self.chunks.concat()
+    }
+
+    /// The `id` the one-pass scan read before the method, when it is a
+    /// string or a number. The rest of the body is not looked at: a second
+    /// `id` after the method goes unnoticed.
+    pub(crate) fn scanned_id(&self) -> Option<Box<RawValue>> {
+        let range = self.scanner.id()?;
+        json::usable_id(std::str::from_utf8(self.buffered().get(range)?).ok()?)
     }
 
     /// The body to hand on: what was read, then the rest.

@@ -6,6 +6,8 @@
 //! the decoded method value up to a cap, a nesting depth) and jumps through string
 //! bodies with `memchr`.
 
+use std::ops::Range;
+
 use memchr::memchr2;
 
 use crate::swar::{first_byte, splat, zero_bytes};
@@ -185,6 +187,8 @@ pub(crate) struct Scanner {
     value_len: u8,
     /// A high surrogate from a `\u` escape, waiting for its low half.
     high: Option<u32>,
+    /// Where the `id` value is in the body, when the one-pass path read it.
+    id: Option<Range<usize>>,
 }
 
 impl Default for Scanner {
@@ -210,6 +214,7 @@ impl Scanner {
             value: [0; VALUE_CAP],
             value_len: 0,
             high: None,
+            id: None,
         }
     }
 
@@ -246,7 +251,9 @@ impl Scanner {
         }
         let mut from = 0;
         let first = self.consumed == 0;
-        if let Some((read, method)) = first.then(|| quick_method(chunk)).flatten() {
+        if let Some(Quick { read, method, id }) = first.then(|| quick_method(chunk)).flatten() {
+            // Nothing was read before this chunk, so its offsets are the body's.
+            self.id = id;
             if !method.is_intercepted() && !self.whole {
                 // Other bodies may be huge and are never read past their method.
                 self.consumed = read;
@@ -272,6 +279,13 @@ impl Scanner {
     /// before one was known (a closed object has always been decided by its `}`).
     pub(crate) fn finish(&mut self) -> Outcome {
         *self.decided.get_or_insert(Outcome::Invalid)
+    }
+
+    /// Where the `id` value (a string without escapes or a scalar, not yet
+    /// checked as JSON) is in the body, when the one-pass path read it before
+    /// the method; a later `id` is not looked for.
+    pub(crate) fn id(&self) -> Option<Range<usize>> {
+        self.id.clone()
     }
 
     /// Total bytes examined over all chunks, up to and including the byte that decided
@@ -658,13 +672,22 @@ impl Scanner {
     }
 }
 
+/// What [`quick_method`] read.
+#[derive(Debug, PartialEq, Eq)]
+struct Quick {
+    /// Bytes read, up to the method value's closing quote.
+    read: usize,
+    method: Method,
+    /// The span of the `id` value, when exactly one came before the method.
+    id: Option<Range<usize>>,
+}
+
 /// The common body's method in one pass over its first chunk: an object whose
 /// members before the first `method` have keys without escapes and plain
 /// string or scalar values, and whose method is a string without escapes.
-/// Returns how many bytes were read (up to the method value's closing quote)
-/// and the method; `None` leaves the body to [`Scanner::run`], which reads
-/// the same method there for every body this answers.
-fn quick_method(chunk: &[u8]) -> Option<(usize, Method)> {
+/// `None` leaves the body to [`Scanner::run`], which reads the same method
+/// there for every body this answers.
+fn quick_method(chunk: &[u8]) -> Option<Quick> {
     let skip_ws = |from: usize| from + chunk[from..].iter().take_while(|&&b| is_ws(b)).count();
     // The end of a string starting at `from`, if no backslash comes first.
     let plain_string = |from: usize| {
@@ -675,6 +698,7 @@ fn quick_method(chunk: &[u8]) -> Option<(usize, Method)> {
     if chunk.get(i) != Some(&b'{') {
         return None;
     }
+    let (mut id, mut ids) = (None, 0);
     loop {
         // After `{` or `,`: a key.
         i = skip_ws(i + 1);
@@ -682,17 +706,23 @@ fn quick_method(chunk: &[u8]) -> Option<(usize, Method)> {
             return None;
         }
         let key_end = plain_string(i + 1)?;
-        let is_method = &chunk[i + 1..key_end] == METHOD_KEY;
+        let key = &chunk[i + 1..key_end];
+        let is_method = key == METHOD_KEY;
         i = skip_ws(key_end + 1);
         if chunk.get(i) != Some(&b':') {
             return None;
         }
         i = skip_ws(i + 1);
+        let start = i;
         match *chunk.get(i)? {
             b'"' => {
                 let end = plain_string(i + 1)?;
                 if is_method {
-                    return Some((end + 1, Method::from_name(&chunk[i + 1..end])));
+                    return Some(Quick {
+                        read: end + 1,
+                        method: Method::from_name(&chunk[i + 1..end]),
+                        id: id.filter(|_| ids == 1),
+                    });
                 }
                 i = end + 1;
             }
@@ -700,6 +730,10 @@ fn quick_method(chunk: &[u8]) -> Option<(usize, Method)> {
                 i += chunk[i..].iter().position(|&b| !is_scalar_byte(b))?;
             }
             _ => return None,
+        }
+        if key == b"id" {
+            id = Some(start..i);
+            ids += 1;
         }
         i = skip_ws(i);
         if chunk.get(i) != Some(&b',') {
@@ -1069,23 +1103,41 @@ mod tests {
     #[test]
     fn the_common_body_is_decided_in_one_pass() {
         let body = br#" { "jsonrpc" : "2.0", "id":-1.5e3 ,"method":"tools/call","params":{}}"#;
-        let end = after(body, b"tools/call\"", 0);
-        assert_eq!(quick_method(body), Some((end, Method::Other)));
+        let read = after(body, b"tools/call\"", 0);
+        let id = after(body, b"\"id\":", 0);
+        assert_eq!(
+            quick_method(body),
+            Some(Quick {
+                read,
+                method: Method::Other,
+                id: Some(id..id + 6)
+            })
+        );
         assert_eq!(outcome(body), Outcome::Method(Method::Other));
         // An intercepted method is read the same way; the scanner goes on after it.
-        let listen = br#"{"id":1,"method":"subscriptions/listen","params":{"method":1}}"#;
-        let end = after(listen, b"listen\"", 0);
-        assert_eq!(quick_method(listen), Some((end, Method::Listen)));
+        let listen = br#"{"id":"a b","method":"subscriptions/listen","params":{"method":1}}"#;
+        let read = after(listen, b"listen\"", 0);
         assert_eq!(
-            scan(listen),
-            (Outcome::Method(Method::Listen), listen.len())
+            quick_method(listen),
+            Some(Quick {
+                read,
+                method: Method::Listen,
+                id: Some(6..11)
+            })
         );
+        let mut scanner = Scanner::new();
+        assert_eq!(scanner.feed(listen), Some(Outcome::Method(Method::Listen)));
+        assert_eq!(scanner.consumed(), listen.len());
+        assert_eq!(&listen[scanner.id().unwrap()], br#""a b""#);
         let twice = br#"{"method":"initialize","method":"x"}"#;
         assert_eq!(
-            quick_method(twice).map(|(_, m)| m),
-            Some(Method::Initialize)
+            quick_method(twice).map(|quick| (quick.method, quick.id)),
+            Some((Method::Initialize, None))
         );
         assert_eq!(outcome(twice), Outcome::DuplicateMethod);
+        // Two ids before the method: neither is taken.
+        let ids = br#"{"id":1,"id":2,"method":"server/discover"}"#;
+        assert_eq!(quick_method(ids).and_then(|quick| quick.id), None);
         // Anything else is left to the scanner: escapes, nested values first,
         // non-string methods, a chunk that ends too soon.
         for other in [
@@ -1606,6 +1658,7 @@ mod tests {
     fn random_documents_agree_with_serde_json_and_themselves() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut seen = Vec::new();
+        let mut ids = 0;
         for _ in 0..300 {
             let doc = rng.document();
             let doc = doc.as_bytes();
@@ -1617,6 +1670,15 @@ mod tests {
                 String::from_utf8_lossy(doc)
             );
             seen.push(outcome);
+            // An id the one-pass path read is the document's id.
+            let mut scanner = Scanner::new();
+            scanner.feed(doc);
+            if let Some(range) = scanner.id() {
+                let value: serde_json::Value = serde_json::from_slice(doc).expect("valid");
+                let id: serde_json::Value = serde_json::from_slice(&doc[range]).expect("an id");
+                assert_eq!(value["id"], id, "{}", String::from_utf8_lossy(doc));
+                ids += 1;
+            }
 
             // Broken copies: whatever the answer, every chunking must give the same one.
             let mut broken = doc.to_vec();
@@ -1640,6 +1702,55 @@ mod tests {
         ] {
             assert!(seen.contains(&outcome), "{outcome:?} never generated");
         }
+        assert!(ids > 0, "no id read in one pass");
+    }
+
+    #[test]
+    fn ids_read_in_one_pass_are_the_documents() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        let members = [
+            r#""id":-1.5e3"#,
+            r#""id" : "a\u0031""#,
+            r#""id":"x y""#,
+            r#""id":null"#,
+            r#""id":7"#,
+            r#""jsonrpc":"2.0""#,
+            r#""params":{"id":3}"#,
+            r#""ids":1"#,
+        ];
+        let (mut read, mut left) = (0, 0);
+        for _ in 0..500 {
+            let mut doc = String::from("{");
+            for _ in 0..rng.below(4) {
+                doc.push_str(members[rng.below(members.len())]);
+                doc.push(',');
+            }
+            doc.push_str(r#""method":"server/discover""#);
+            if rng.below(2) == 0 {
+                doc.push_str(r#","id":9"#);
+            }
+            doc.push('}');
+            let mut scanner = Scanner::new();
+            assert_eq!(scanner.feed(doc.as_bytes()), Some(DISCOVER), "{doc}");
+            let prefix = &doc[..doc.find(r#""method""#).unwrap()];
+            let plain = !prefix.contains('\\') && !prefix[1..].contains('{');
+            let single = prefix.matches(r#""id""#).count() == 1;
+            match scanner.id() {
+                Some(range) => {
+                    assert!(plain && single, "{doc}");
+                    let prefix: serde_json::Value =
+                        serde_json::from_str(&format!("{}\"m\":1}}", prefix)).unwrap();
+                    let id: serde_json::Value = serde_json::from_str(&doc[range]).unwrap();
+                    assert_eq!(prefix["id"], id, "{doc}");
+                    read += 1;
+                }
+                None => {
+                    assert!(!(plain && single), "{doc}");
+                    left += 1;
+                }
+            }
+        }
+        assert!(read > 50 && left > 50, "{read} read, {left} left");
     }
 
     #[test]

@@ -182,7 +182,9 @@ where
                             // An intercepted method is decided at the object's closing
                             // brace, so the whole request, and its id, is in the peek.
                             method.and_then(era_of).and_then(|era| {
-                                let id = json::request_id(&reader.buffered())?;
+                                let id = reader
+                                    .scanned_id()
+                                    .or_else(|| json::request_id(&reader.buffered()))?;
                                 let caller =
                                     profile.principal(parts.as_ref().expect("parts are here"));
                                 Some(Target::new(id, era, profile.clone(), caller.as_ref()))

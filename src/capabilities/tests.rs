@@ -635,6 +635,28 @@ async fn responses_for_another_id_are_untouched() {
 }
 
 #[tokio::test]
+async fn the_request_id_is_read_wherever_it_stands() {
+    // Before the method the scan reads it in its one pass; after the method,
+    // or escaped, the request is walked for it.
+    let after = r#"{"jsonrpc":"2.0","method":"server/discover","params":{},"id":"a"}"#;
+    let escaped = r#"{"jsonrpc":"2.0","id":"\u0061","method":"server/discover","params":{}}"#;
+    let before = r#"{"jsonrpc":"2.0","id":"a","method":"server/discover","params":{}}"#;
+    let result = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":"a""#, 1);
+    let other = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":"b""#, 1);
+    for request in [before, after, escaped] {
+        let (out, _) = run(
+            &profile(),
+            discover_request(Counted::one(request)),
+            Reply::json(&result),
+        )
+        .await;
+        let caps = assert_only_caps_changed(out.text(), &result, INNER_CAPS);
+        assert_eq!(caps["tools"], json!({"listChanged": true}), "{request}");
+        assert_untouched(discover_request(Counted::one(request)), Reply::json(&other)).await;
+    }
+}
+
+#[tokio::test]
 async fn encoded_responses_are_untouched() {
     let gzip = Reply {
         status: StatusCode::OK,
