@@ -110,8 +110,8 @@ pub fn scan(chunks: &[&[u8]]) -> (&'static str, usize) {
 /// How a watching peek (the listen filter's) classifies `body` delivered in
 /// one chunk by a body that knows it ended: an outcome name. It reads the
 /// rest for a second `method` only when the rest could hold one, so it may
-/// answer [`OTHER`] where the whole-body scan says [`INVALID`], never where
-/// it says [`DUPLICATE_METHOD`].
+/// answer the first method where the whole-body scan says [`INVALID`], never
+/// where it says [`DUPLICATE_METHOD`].
 pub fn peek_watching(body: &[u8]) -> &'static str {
     /// One chunk, then the end, known as soon as the chunk was taken.
     struct Once(Option<Bytes>);

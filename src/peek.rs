@@ -5,18 +5,16 @@
 //! peeked chunks are kept as they came and replayed to the inner service
 //! through [`ReplayBody`].
 
-use std::sync::LazyLock;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, Method as HttpMethod};
 use http_body::Body;
-use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 
 use crate::json;
 use crate::replay::{to_bytes, Chunks, ReplayBody};
-use crate::scan::{Method, Outcome, Scanner};
+use crate::scan::{self, Method, Outcome, Scanner};
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -143,7 +141,12 @@ where
             {
                 // What the last read added; the chunk is in memory already.
                 let fresh = &chunk[chunk.len() - (self.chunks.byte_len() - scanned)..];
-                match self.scanner.feed(fresh) {
+                let outcome = if self.ended() {
+                    self.scanner.feed_last(fresh)
+                } else {
+                    self.scanner.feed(fresh)
+                };
+                match outcome {
                     Some(Outcome::Method(Method::Other) | Outcome::NoMethod) if self.watching => {
                         if let Some(peeked) = self.watch() {
                             return Poll::Ready(peeked);
@@ -190,13 +193,15 @@ where
         }
     }
 
+    /// True when the body ended with the chunks read.
+    fn ended(&self) -> bool {
+        self.error.is_none() && self.body.as_ref().is_none_or(B::is_end_stream)
+    }
+
     /// True when the body ended with the chunks read and the bytes after
-    /// the scanned part hold neither `method` nor a backslash: no parser
-    /// can read a second `method` key there, not even one that decodes
-    /// escapes in keys or accepts unquoted ones.
+    /// the scanned part are [plain](scan::is_plain).
     fn rest_is_plain(&self) -> bool {
-        let ended = self.error.is_none() && self.body.as_ref().is_none_or(B::is_end_stream);
-        let Some(last) = self.chunks.back().filter(|_| ended) else {
+        let Some(last) = self.chunks.back().filter(|_| self.ended()) else {
             return false;
         };
         // The rest must lie in the last chunk; otherwise the whole-body scan decides.
@@ -207,9 +212,7 @@ where
         else {
             return false;
         };
-        let rest = &last[start..];
-        static METHOD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new("method"));
-        memchr::memchr(b'\\', rest).is_none() && METHOD.find(rest).is_none()
+        scan::is_plain(&last[start..])
     }
 
     /// Reads the rest of the body into memory, at most `limit` bytes in all.

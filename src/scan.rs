@@ -8,7 +8,10 @@
 
 use std::ops::Range;
 
-use memchr::memchr2;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+use memchr::{memchr, memchr2};
 
 use crate::swar::{first_byte, splat, zero_bytes};
 
@@ -246,6 +249,18 @@ impl Scanner {
     /// known; after that, further calls return the same outcome and read nothing. How
     /// many bytes were examined is reported by [`Scanner::consumed`].
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> Option<Outcome> {
+        self.feed_chunk(chunk, false)
+    }
+
+    /// [`Scanner::feed`] with the body's last chunk: when the one-pass path
+    /// reads the method and the bytes after it are [plain](is_plain), no
+    /// second `method` can follow, and the method decides without them being
+    /// scanned (bad syntax there is then left to whoever parses the body).
+    pub(crate) fn feed_last(&mut self, chunk: &[u8]) -> Option<Outcome> {
+        self.feed_chunk(chunk, true)
+    }
+
+    fn feed_chunk(&mut self, chunk: &[u8], last: bool) -> Option<Outcome> {
         if self.decided.is_some() {
             return self.decided;
         }
@@ -257,6 +272,11 @@ impl Scanner {
             if !method.is_intercepted() && !self.whole {
                 // Other bodies may be huge and are never read past their method.
                 self.consumed = read;
+                self.decided = Some(Outcome::Method(method));
+                return self.decided;
+            }
+            if last && is_plain(&chunk[read..]) {
+                self.consumed = chunk.len();
                 self.decided = Some(Outcome::Method(method));
                 return self.decided;
             }
@@ -742,6 +762,14 @@ fn quick_method(chunk: &[u8]) -> Option<Quick> {
     }
 }
 
+/// True when `rest`, the bytes after a method, hold neither `method` nor a
+/// backslash: no parser can read a second `method` key there, not even one
+/// that decodes escapes in keys or accepts unquoted ones.
+pub(crate) fn is_plain(rest: &[u8]) -> bool {
+    static METHOD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(METHOD_KEY));
+    memchr(b'\\', rest).is_none() && METHOD.find(rest).is_none()
+}
+
 /// Index of the first `"` or `\` in `bytes`: the only bytes that matter in a string.
 ///
 /// Strings in JSON-RPC are mostly short, where testing eight bytes at a time (SWAR)
@@ -1135,6 +1163,33 @@ mod tests {
             Some((Method::Initialize, None))
         );
         assert_eq!(outcome(twice), Outcome::DuplicateMethod);
+        // As a last chunk, a plain rest decides at once; any other is scanned.
+        for (body, expected) in [
+            (
+                &br#"{"method":"server/discover","params":{}}"#[..],
+                DISCOVER,
+            ),
+            (
+                br#"{"method":"server/discover","params":{"method":1}}"#,
+                DISCOVER,
+            ),
+            (
+                br#"{"method":"initialize","method":"subscriptions/listen"}"#,
+                Outcome::DuplicateMethod,
+            ),
+            (
+                br#"{"method":"initialize","m\u0065thod":"x"}"#,
+                Outcome::DuplicateMethod,
+            ),
+        ] {
+            let mut scanner = Scanner::new();
+            assert_eq!(
+                scanner.feed_last(body),
+                Some(expected),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
         // Two ids before the method: neither is taken.
         let ids = br#"{"id":1,"id":2,"method":"server/discover"}"#;
         assert_eq!(quick_method(ids).and_then(|quick| quick.id), None);
@@ -1658,7 +1713,7 @@ mod tests {
     fn random_documents_agree_with_serde_json_and_themselves() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut seen = Vec::new();
-        let mut ids = 0;
+        let (mut ids, mut lenient) = (0, 0);
         for _ in 0..300 {
             let doc = rng.document();
             let doc = doc.as_bytes();
@@ -1671,13 +1726,25 @@ mod tests {
             );
             seen.push(outcome);
             // An id the one-pass path read is the document's id.
-            let mut scanner = Scanner::new();
-            scanner.feed(doc);
-            if let Some(range) = scanner.id() {
+            let mut first = Scanner::new();
+            first.feed(doc);
+            if let Some(range) = first.id() {
                 let value: serde_json::Value = serde_json::from_slice(doc).expect("valid");
                 let id: serde_json::Value = serde_json::from_slice(&doc[range]).expect("an id");
                 assert_eq!(value["id"], id, "{}", String::from_utf8_lossy(doc));
                 ids += 1;
+            }
+
+            // As the body's last chunk, it is decided the same way.
+            for whole in [false, true] {
+                let mut last = scanner(whole);
+                let outcome = last.feed_last(doc).unwrap_or_else(|| last.finish());
+                assert_eq!(
+                    outcome,
+                    scan_mode(doc, whole).0,
+                    "{}",
+                    String::from_utf8_lossy(doc)
+                );
             }
 
             // Broken copies: whatever the answer, every chunking must give the same one.
@@ -1689,7 +1756,23 @@ mod tests {
                 let junk = b"\"\\{}[],: x\xff";
                 broken[at] = junk[rng.below(junk.len())];
             }
-            scan(&broken);
+            let (outcome, _) = scan(&broken);
+            // As a last chunk, bad syntax after a plain rest may go unseen,
+            // never a second method.
+            let mut last = Scanner::new();
+            let last = last.feed_last(&broken).unwrap_or_else(|| last.finish());
+            if last != outcome {
+                assert_eq!(
+                    outcome,
+                    Outcome::Invalid,
+                    "{}",
+                    String::from_utf8_lossy(&broken)
+                );
+                assert!(matches!(last, Outcome::Method(_)));
+                let rest = &broken[broken.windows(8).position(|w| w == b"\"method\"").unwrap()..];
+                assert!(is_plain(&rest[8..]), "{}", String::from_utf8_lossy(&broken));
+                lenient += 1;
+            }
         }
         // Valid documents with unique keys reach every outcome but these two.
         for outcome in [
@@ -1703,6 +1786,7 @@ mod tests {
             assert!(seen.contains(&outcome), "{outcome:?} never generated");
         }
         assert!(ids > 0, "no id read in one pass");
+        assert!(lenient > 0, "no bad syntax left unseen");
     }
 
     #[test]
