@@ -104,7 +104,7 @@ fn last_wins(members: json::TextMembers<'_>) -> Vec<(Cow<'_, str>, &str)> {
 /// bytes, the profile's keys take the place of theirs or follow them.
 /// `None` when theirs hold nothing the profile does not replace (or are not
 /// an object), so the profile's serialized capabilities stand alone.
-pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<Vec<u8>> {
+pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<String> {
     let members = last_wins(json::read_members(theirs)?);
     let our_extensions = profile.get("extensions").and_then(Value::as_object);
     let mut out = Vec::with_capacity(theirs.len() + 64);
@@ -165,7 +165,8 @@ pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<Vec<u8
         }
     }
     out.push(b'}');
-    Some(out)
+    // Text and serde_json's output: UTF-8 throughout.
+    String::from_utf8(out).ok()
 }
 
 /// Keeps only what `original` has: `narrowed` may remove keys and turn
@@ -209,9 +210,9 @@ pub(crate) fn rewrite_response(
     text: &str,
     id: &RawValue,
     caps: &Map<String, Value>,
-    caps_json: &[u8],
+    caps_json: &str,
     private: bool,
-) -> Result<Vec<u8>, Skip> {
+) -> Result<String, Skip> {
     // One checking pass over the response reads the three members it needs
     // and, in `result`, where the values to replace are.
     let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
@@ -266,28 +267,27 @@ pub(crate) fn rewrite_response(
     let caps_json = merged.as_deref().unwrap_or(caps_json);
     let replacement = |put| match put {
         Put::Capabilities => caps_json,
-        Put::Private => b"\"private\"",
+        Put::Private => "\"private\"",
     };
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(text.len() + caps_json.len() + 32);
+    let mut out = String::with_capacity(text.len() + caps_json.len() + 32);
     let mut at = 0;
     for &(ref range, put) in &edits {
-        out.extend_from_slice(&bytes[at..range.start]);
-        out.extend_from_slice(replacement(put));
+        out.push_str(&text[at..range.start]);
+        out.push_str(replacement(put));
         at = range.end;
     }
     // Members `result` lacks go before its closing brace.
     let close = json::span(text, result).end - 1;
-    out.extend_from_slice(&bytes[at..close]);
+    out.push_str(&text[at..close]);
     let mut add = |key: &str, put| {
         if members > 0 {
-            out.push(b',');
+            out.push(',');
         }
         members += 1;
-        out.push(b'"');
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(b"\":");
-        out.extend_from_slice(replacement(put));
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(replacement(put));
     };
     if theirs.is_none() {
         add("capabilities", Put::Capabilities);
@@ -295,7 +295,7 @@ pub(crate) fn rewrite_response(
     if private && !edits.iter().any(|(_, put)| matches!(put, Put::Private)) {
         add("cacheScope", Put::Private);
     }
-    out.extend_from_slice(&bytes[close..]);
+    out.push_str(&text[close..]);
     Ok(out)
 }
 
@@ -351,7 +351,7 @@ mod tests {
 
     /// `merge` of `theirs`, parsed back: `None` when the profile's stand alone.
     fn merged(theirs: &str, profile: &Value) -> Option<Value> {
-        merge(theirs, &obj(profile.clone())).map(|out| serde_json::from_slice(&out).unwrap())
+        merge(theirs, &obj(profile.clone())).map(|out| serde_json::from_str(&out).unwrap())
     }
 
     #[test]
@@ -373,7 +373,7 @@ mod tests {
         let profile = obj(json!({"tools": {"listChanged": true}, "logging": {}}));
         let theirs = r#"{ "experimental" : { "x" : 1.50 }, "tools": {}, "logging": 3 }"#;
         assert_eq!(
-            String::from_utf8(merge(theirs, &profile).unwrap()).unwrap(),
+            merge(theirs, &profile).unwrap(),
             r#"{"experimental":{ "x" : 1.50 },"tools":{"listChanged":true},"logging":{}}"#
         );
     }
@@ -402,7 +402,7 @@ mod tests {
         let profile = json!({"tools": {}});
         let theirs = r#"{"experimental":{"a":1},"tools":{"x":1},"experimental":{"b":2}}"#;
         let out = merge(theirs, &obj(profile)).unwrap();
-        assert_eq!(out, br#"{"experimental":{"b":2},"tools":{}}"#);
+        assert_eq!(out, r#"{"experimental":{"b":2},"tools":{}}"#);
     }
 
     #[test]
@@ -440,10 +440,10 @@ mod tests {
 
     fn rewrite(body: &str, private: bool) -> Result<Value, Skip> {
         let caps = obj(json!({"tools": {"listChanged": true}}));
-        let caps_json = serde_json::to_vec(&caps).unwrap();
+        let caps_json = serde_json::to_string(&caps).unwrap();
         let id: Box<RawValue> = serde_json::from_str("1").unwrap();
         rewrite_response(body, &id, &caps, &caps_json, private)
-            .map(|out| serde_json::from_slice(&out).unwrap())
+            .map(|out| serde_json::from_str(&out).unwrap())
     }
 
     #[test]
@@ -582,7 +582,7 @@ mod tests {
             let theirs = format!("{{ {theirs} }}");
             let model = model_merge(&theirs, profile);
             let out = merge(&theirs, profile)
-                .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_slice(&out).unwrap());
+                .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_str(&out).unwrap());
             proptest::prop_assert_eq!(&out, &model, "{}", theirs);
 
             // The same inside a response, which is read in one pass: an
@@ -594,7 +594,7 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{{earlier}"capabilities":{theirs},"n":1{scope}}}}}"#
             );
             let request_id: Box<RawValue> = serde_json::from_str("1").unwrap();
-            let json = serde_json::to_vec(profile).unwrap();
+            let json = serde_json::to_string(profile).unwrap();
             let rewritten = rewrite_response(&body, &request_id, profile, &json, private);
             let expected = if id != "1" && id != "1.0" {
                 Err("the response is for another request id")
@@ -609,7 +609,7 @@ mod tests {
                     "result": result}))
             };
             proptest::prop_assert_eq!(
-                rewritten.clone().map(|out| serde_json::from_slice::<Value>(&out).unwrap()),
+                rewritten.clone().map(|out| serde_json::from_str::<Value>(&out).unwrap()),
                 expected,
                 "{}",
                 body
@@ -617,7 +617,7 @@ mod tests {
             // A parser that keeps the first of duplicate keys reads the same.
             if let Ok(out) = rewritten {
                 let first = |key: &str| {
-                    let text = std::str::from_utf8(&out).unwrap();
+                    let text = out.as_str();
                     let result = json::unique_text(&json::read_members(text).unwrap(), "result").unwrap().unwrap();
                     json::read_members(result).unwrap().into_iter().find(|(k, ..)| k == key).map(|(_, v, _)| v.to_owned())
                 };

@@ -440,12 +440,12 @@ pub(crate) fn span(text: &str, part: &str) -> std::ops::Range<usize> {
 }
 
 /// `text` with the bytes of `part` replaced by `replacement`.
-pub(crate) fn splice(text: &str, part: &str, replacement: &[u8]) -> Vec<u8> {
+pub(crate) fn splice(text: &str, part: &str, replacement: &str) -> String {
     let range = span(text, part);
-    let mut out = Vec::with_capacity(text.len() - range.len() + replacement.len());
-    out.extend_from_slice(&text.as_bytes()[..range.start]);
-    out.extend_from_slice(replacement);
-    out.extend_from_slice(&text.as_bytes()[range.end..]);
+    let mut out = String::with_capacity(text.len() - range.len() + replacement.len());
+    out.push_str(&text[..range.start]);
+    out.push_str(replacement);
+    out.push_str(&text[range.end..]);
     out
 }
 
@@ -658,8 +658,8 @@ mod tests {
         let m = members(text).unwrap();
         let params = members(unique(&m, "params").unwrap().unwrap().get()).unwrap();
         let n = unique(&params, "n").unwrap().unwrap();
-        let out = splice(text, n.get(), b"{}");
-        assert_eq!(out, br#"{"id":7, "params" : {"n": {}} , "z":1}"#);
+        let out = splice(text, n.get(), "{}");
+        assert_eq!(out, r#"{"id":7, "params" : {"n": {}} , "z":1}"#);
     }
 
     /// Whether `text` is one valid value to the walk and to serde_json, and

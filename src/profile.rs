@@ -3,7 +3,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::request::Parts;
 use serde_json::{Map, Value};
 
@@ -49,14 +48,12 @@ struct Inner {
 /// One era's capabilities, as a map and serialized.
 pub(crate) struct Advertised {
     pub(crate) map: Map<String, Value>,
-    pub(crate) json: Bytes,
+    pub(crate) json: String,
 }
 
 impl Advertised {
     pub(crate) fn new(map: Map<String, Value>) -> Self {
-        let json = serde_json::to_vec(&map)
-            .expect("a JSON map serializes")
-            .into();
+        let json = serde_json::to_string(&map).expect("a JSON map serializes");
         Self { map, json }
     }
 }
@@ -402,8 +399,8 @@ mod tests {
             json!({"tools":{"listChanged":true},"resources":{"listChanged":true,"subscribe":true},"prompts":{"listChanged":true},"logging":{}})
         );
         assert_eq!(
-            &profile.advertised(Era::Modern).json[..],
-            serde_json::to_vec(&caps(&profile, Era::Modern)).unwrap()
+            profile.advertised(Era::Modern).json,
+            serde_json::to_string(&caps(&profile, Era::Modern)).unwrap()
         );
     }
 

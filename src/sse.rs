@@ -86,14 +86,13 @@ impl Event {
 
     /// This event with its `data` replaced: same `event`, `id` and `retry`,
     /// serialized anew.
-    pub(crate) fn with_data(&self, data: &[u8]) -> Bytes {
-        let data = text(data);
+    pub(crate) fn with_data(&self, data: &str) -> Bytes {
         let (event, id) = (self.event(), self.id());
         let fields = EventFields {
             event: event.as_deref(),
             id: id.as_deref(),
             retry: self.retry,
-            data: &data,
+            data,
         };
         let mut out = BytesMut::with_capacity(data.len() + 32);
         write_event(&fields, &mut out);

@@ -74,8 +74,13 @@ pub fn check(body: &[u8], chunks: &[&[u8]]) {
     if watched != whole {
         assert_eq!(whole, fuzzing::INVALID, "watching peek: {watched}");
         assert!(
-            [fuzzing::OTHER, fuzzing::INITIALIZE, fuzzing::DISCOVER, fuzzing::LISTEN]
-                .contains(&watched),
+            [
+                fuzzing::OTHER,
+                fuzzing::INITIALIZE,
+                fuzzing::DISCOVER,
+                fuzzing::LISTEN
+            ]
+            .contains(&watched),
             "watching peek: {watched}"
         );
     }

@@ -36,7 +36,7 @@ impl Target {
     }
 
     /// The rewritten JSON-RPC response, or why `body` is left alone.
-    pub(crate) fn rewrite(&self, body: &str) -> Result<Vec<u8>, Skip> {
+    pub(crate) fn rewrite(&self, body: &str) -> Result<String, Skip> {
         let caps = self
             .narrowed
             .as_ref()

@@ -38,7 +38,7 @@ enum Verdict {
     Pass,
     Drop(&'static str),
     /// An acknowledgment for this subscription, rewritten to the honoured ack.
-    Ack(Vec<u8>),
+    Ack(String),
 }
 
 impl Guard {
@@ -127,7 +127,7 @@ impl Guard {
         };
         match json::unique(&params, "notifications") {
             Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
-                Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), ack.as_bytes())),
+                Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), &ack)),
                 None => Verdict::Drop("acknowledgment with a malformed notifications object"),
             },
             _ => Verdict::Drop("acknowledgment without one notifications object"),
@@ -358,7 +358,7 @@ impl EventRule for Guard {
             );
             return;
         }
-        let unchanged = matches!(&verdict, Verdict::Ack(ack) if ack.as_slice() == data.as_bytes());
+        let unchanged = matches!(&verdict, Verdict::Ack(ack) if *ack == *data);
         drop(data);
         match verdict {
             Verdict::Pass => out.push_back(event.raw),
@@ -466,7 +466,7 @@ mod tests {
                 };
                 return match json::unique(params, "notifications") {
                     Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
-                        Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), ack.as_bytes())),
+                        Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), &ack)),
                         None => {
                             Verdict::Drop("acknowledgment with a malformed notifications object")
                         }
