@@ -32,16 +32,22 @@ fn essence(headers: &HeaderMap) -> Option<&[u8]> {
     Some(media.trim_ascii())
 }
 
+/// ASCII case-insensitive equality, with the common all-lowercase spelling
+/// matched byte for byte first.
+fn same_media(media: &[u8], lowercase: &[u8]) -> bool {
+    media == lowercase || media.eq_ignore_ascii_case(lowercase)
+}
+
 /// `text/event-stream`, parameters ignored.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    essence(headers).is_some_and(|e| e.eq_ignore_ascii_case(b"text/event-stream"))
+    essence(headers).is_some_and(|e| same_media(e, b"text/event-stream"))
 }
 
 /// `application/json` or any `+json` type, parameters ignored.
 pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     essence(headers).is_some_and(|e| {
-        e.eq_ignore_ascii_case(b"application/json")
-            || e.len() >= 5 && e[e.len() - 5..].eq_ignore_ascii_case(b"+json")
+        same_media(e, b"application/json")
+            || e.len() >= 5 && same_media(&e[e.len() - 5..], b"+json")
     })
 }
 
@@ -320,6 +326,7 @@ mod tests {
             ("application/json", true),
             ("Application/JSON; charset=utf-8", true),
             ("application/vnd.api+json", true),
+            ("application/vnd.api+JSON", true),
             ("text/plain", false),
             ("application/jsonx", false),
             // Bytes beyond visible ASCII in a parameter do not hide the type.
@@ -331,6 +338,14 @@ mod tests {
         }
         assert!(is_inspected(&HttpMethod::POST, &headers) == is_json(&headers));
         assert!(!is_inspected(&HttpMethod::GET, &headers));
+        for (value, events) in [
+            ("text/event-stream", true),
+            ("Text/Event-Stream ; charset=utf-8", true),
+            ("text/event-streams", false),
+        ] {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            assert_eq!(is_event_stream(&headers), events, "{value}");
+        }
     }
 
     #[test]
