@@ -384,18 +384,18 @@ pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
         record(&mut id, walk.value()?);
         Some(())
     })?;
-    usable_id(id.ok().flatten()?)
-}
-
-/// The JSON text `text` as an id, when it is a string or a number.
-pub(crate) fn usable_id(text: &str) -> Option<Box<RawValue>> {
-    let id = RawValue::from_string(text.to_owned()).ok()?;
+    let id = RawValue::from_string(id.ok().flatten()?.to_owned()).ok()?;
     is_usable_id(&id).then_some(id)
 }
 
 /// True for an id an error response may echo: a string or a number.
 pub(crate) fn is_usable_id(id: &RawValue) -> bool {
-    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+    is_usable_id_text(id.get())
+}
+
+/// [`is_usable_id`] of JSON text.
+pub(crate) fn is_usable_id_text(id: &str) -> bool {
+    matches!(id.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
 /// True when two JSON-RPC ids, as JSON texts, are the same value (`1` and

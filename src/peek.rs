@@ -10,7 +10,6 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, Method as HttpMethod};
 use http_body::Body;
-use serde_json::value::RawValue;
 
 use crate::json;
 use crate::replay::{to_bytes, Chunks, ReplayBody};
@@ -280,12 +279,15 @@ where
         self.chunks.concat()
     }
 
-    /// The `id` the one-pass scan read before the method, when it is a
-    /// string or a number. The rest of the body is not looked at: a second
-    /// `id` after the method goes unnoticed.
-    pub(crate) fn scanned_id(&self) -> Option<Box<RawValue>> {
-        let range = self.scanner.id()?;
-        json::usable_id(std::str::from_utf8(self.buffered().get(range)?).ok()?)
+    /// The text of the `id` the one-pass scan read before the method, when
+    /// it looks like a string or a number; it is not checked as JSON, so it is
+    /// fit to recognize a response by (whose id is checked), not to echo. The
+    /// rest of the body is not looked at: a second `id` after the method goes
+    /// unnoticed.
+    pub(crate) fn scanned_id(&self) -> Option<Box<str>> {
+        let (range, body) = (self.scanner.id()?, self.buffered());
+        let id = std::str::from_utf8(body.get(range)?).ok()?;
+        json::is_usable_id_text(id).then(|| id.into())
     }
 
     /// The body to hand on: what was read, then the rest.

@@ -182,11 +182,14 @@ where
                             // An intercepted method is decided at the object's closing
                             // brace, so the whole request, and its id, is in the peek.
                             method.and_then(era_of).and_then(|era| {
-                                let id = reader
-                                    .scanned_id()
-                                    .or_else(|| json::request_id(&reader.buffered()))?;
-                                let caller =
-                                    profile.principal(parts.as_ref().expect("parts are here"));
+                                let id = reader.scanned_id().or_else(|| {
+                                    json::request_id(&reader.buffered()).map(Box::<str>::from)
+                                })?;
+                                // The caller matters only to a profile that narrows per caller.
+                                let caller = profile.narrows_per_caller().then(|| {
+                                    profile.principal(parts.as_ref().expect("parts are here"))
+                                });
+                                let caller = caller.flatten();
                                 Some(Target::new(id, era, profile.clone(), caller.as_ref()))
                             })
                         }

@@ -1,7 +1,6 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use serde_json::value::RawValue;
 
 use crate::era::{self, Era, Skip};
 use crate::event_stream::EventRule;
@@ -11,7 +10,8 @@ use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
 pub(crate) struct Target {
-    id: Box<RawValue>,
+    /// The request's id, as JSON text.
+    id: Box<str>,
     era: Era,
     profile: ServerProfile,
     narrowed: Option<Advertised>,
@@ -19,7 +19,7 @@ pub(crate) struct Target {
 
 impl Target {
     pub(crate) fn new(
-        id: Box<RawValue>,
+        id: Box<str>,
         era: Era,
         profile: ServerProfile,
         caller: Option<&Principal>,
