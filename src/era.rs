@@ -23,6 +23,53 @@ pub(crate) const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// inner service says.
 const MANAGED: [&str; 5] = ["tools", "resources", "prompts", "completions", "logging"];
 
+/// One era's capabilities, as a map and serialized once: whole, and by
+/// top-level key and `extensions` entry for [`merge`].
+pub(crate) struct Advertised {
+    pub(crate) map: Map<String, Value>,
+    /// Each top-level key with its value's JSON text, in the map's order.
+    values: Vec<(String, String)>,
+    /// The same for the entries of an `extensions` object.
+    extensions: Vec<(String, String)>,
+    pub(crate) json: String,
+}
+
+impl Advertised {
+    pub(crate) fn new(map: Map<String, Value>) -> Self {
+        let texts = |map: &Map<String, Value>| -> Vec<(String, String)> {
+            map.iter()
+                .map(|(key, value)| (key.clone(), value.to_string()))
+                .collect()
+        };
+        let values = texts(&map);
+        let extensions = match map.get("extensions") {
+            Some(Value::Object(entries)) => texts(entries),
+            _ => Vec::new(),
+        };
+        let mut json = Vec::with_capacity(values.iter().map(|(k, v)| k.len() + v.len() + 4).sum());
+        json.push(b'{');
+        for (key, value) in &values {
+            push_member(&mut json, key, value.as_bytes());
+        }
+        json.push(b'}');
+        let json = String::from_utf8(json).expect("keys and values serialize to UTF-8");
+        Self {
+            map,
+            values,
+            extensions,
+            json,
+        }
+    }
+}
+
+/// The JSON text of the entry named `key`.
+fn text_of<'a>(texts: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    texts
+        .iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, text)| text.as_str())
+}
+
 /// The features of a profile that shape its capabilities.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Features {
@@ -103,10 +150,9 @@ fn last_wins(members: json::TextMembers<'_>) -> Vec<(Cow<'_, str>, &str)> {
 /// bytes, the profile's keys take the place of theirs or follow them.
 /// `None` when theirs hold nothing the profile does not replace (or are not
 /// an object), so the profile's serialized capabilities stand alone.
-pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<String> {
+pub(crate) fn merge(theirs: &str, ours: &Advertised) -> Option<String> {
     let members = last_wins(json::read_members(theirs)?);
-    let our_extensions = profile.get("extensions").and_then(Value::as_object);
-    let mut out = Vec::with_capacity(theirs.len() + 64);
+    let mut out = Vec::with_capacity(theirs.len() + ours.json.len());
     let mut foreign = false;
     let mut placed: Vec<&str> = Vec::new();
     out.push(b'{');
@@ -126,17 +172,15 @@ pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<String
             }
             let mut merged = vec![b'{'];
             for (name, entry) in &entries {
-                match our_extensions.and_then(|ours| ours.get(name.as_ref())) {
-                    Some(ours) => push_value(&mut merged, name, ours),
-                    None => {
-                        foreign = true;
-                        push_member(&mut merged, name, entry.as_bytes());
-                    }
-                }
+                let value = text_of(&ours.extensions, name).unwrap_or_else(|| {
+                    foreign = true;
+                    entry
+                });
+                push_member(&mut merged, name, value.as_bytes());
             }
-            for (name, ours) in our_extensions.into_iter().flatten() {
+            for (name, value) in &ours.extensions {
                 if !entries.iter().any(|(theirs, _)| theirs == name) {
-                    push_value(&mut merged, name, ours);
+                    push_member(&mut merged, name, value.as_bytes());
                 }
             }
             merged.push(b'}');
@@ -144,9 +188,9 @@ pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<String
             placed.push(key);
             continue;
         }
-        match profile.get(key) {
+        match text_of(&ours.values, key) {
             Some(ours) => {
-                push_value(&mut out, key, ours);
+                push_member(&mut out, key, ours.as_bytes());
                 placed.push(key);
             }
             None => {
@@ -158,9 +202,9 @@ pub(crate) fn merge(theirs: &str, profile: &Map<String, Value>) -> Option<String
     if !foreign {
         return None;
     }
-    for (key, ours) in profile {
+    for (key, value) in &ours.values {
         if !placed.contains(&key.as_str()) {
-            push_value(&mut out, key, ours);
+            push_member(&mut out, key, value.as_bytes());
         }
     }
     out.push(b'}');
@@ -208,8 +252,7 @@ enum Put {
 pub(crate) fn rewrite_response(
     text: &str,
     id: &str,
-    caps: &Map<String, Value>,
-    caps_json: &str,
+    caps: &Advertised,
     private: bool,
 ) -> Result<String, Skip> {
     // One checking pass over the response reads the three members it needs
@@ -263,7 +306,7 @@ pub(crate) fn rewrite_response(
     let merged = theirs
         .filter(|_| foreign)
         .and_then(|theirs| merge(theirs, caps));
-    let caps_json = merged.as_deref().unwrap_or(caps_json);
+    let caps_json = merged.as_deref().unwrap_or(&caps.json);
     let replacement = |put| match put {
         Put::Capabilities => caps_json,
         Put::Private => "\"private\"",
@@ -321,12 +364,6 @@ fn read_capabilities<'a>(walk: &mut json::Walk<'a>, foreign: &mut bool) -> Optio
     Some(text)
 }
 
-/// [`push_member`] with a value serialized from `value`.
-fn push_value(out: &mut Vec<u8>, key: &str, value: &Value) {
-    push_member(out, key, b"");
-    serde_json::to_writer(out, value).expect("a JSON value serializes");
-}
-
 fn push_member(out: &mut Vec<u8>, key: &str, value: &[u8]) {
     if out.len() > 1 {
         out.push(b',');
@@ -350,7 +387,8 @@ mod tests {
 
     /// `merge` of `theirs`, parsed back: `None` when the profile's stand alone.
     fn merged(theirs: &str, profile: &Value) -> Option<Value> {
-        merge(theirs, &obj(profile.clone())).map(|out| serde_json::from_str(&out).unwrap())
+        merge(theirs, &Advertised::new(obj(profile.clone())))
+            .map(|out| serde_json::from_str(&out).unwrap())
     }
 
     #[test]
@@ -372,7 +410,7 @@ mod tests {
         let profile = obj(json!({"tools": {"listChanged": true}, "logging": {}}));
         let theirs = r#"{ "experimental" : { "x" : 1.50 }, "tools": {}, "logging": 3 }"#;
         assert_eq!(
-            merge(theirs, &profile).unwrap(),
+            merge(theirs, &Advertised::new(profile)).unwrap(),
             r#"{"experimental":{ "x" : 1.50 },"tools":{"listChanged":true},"logging":{}}"#
         );
     }
@@ -400,7 +438,7 @@ mod tests {
     fn merge_reads_duplicates_as_last_wins() {
         let profile = json!({"tools": {}});
         let theirs = r#"{"experimental":{"a":1},"tools":{"x":1},"experimental":{"b":2}}"#;
-        let out = merge(theirs, &obj(profile)).unwrap();
+        let out = merge(theirs, &Advertised::new(obj(profile))).unwrap();
         assert_eq!(out, r#"{"experimental":{"b":2},"tools":{}}"#);
     }
 
@@ -438,10 +476,8 @@ mod tests {
     }
 
     fn rewrite(body: &str, private: bool) -> Result<Value, Skip> {
-        let caps = obj(json!({"tools": {"listChanged": true}}));
-        let caps_json = serde_json::to_string(&caps).unwrap();
-        rewrite_response(body, "1", &caps, &caps_json, private)
-            .map(|out| serde_json::from_str(&out).unwrap())
+        let caps = Advertised::new(obj(json!({"tools": {"listChanged": true}})));
+        rewrite_response(body, "1", &caps, private).map(|out| serde_json::from_str(&out).unwrap())
     }
 
     #[test]
@@ -579,7 +615,8 @@ mod tests {
                 .join(" , ");
             let theirs = format!("{{ {theirs} }}");
             let model = model_merge(&theirs, profile);
-            let out = merge(&theirs, profile)
+            let ours = Advertised::new(profile.clone());
+            let out = merge(&theirs, &ours)
                 .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_str(&out).unwrap());
             proptest::prop_assert_eq!(&out, &model, "{}", theirs);
 
@@ -591,8 +628,7 @@ mod tests {
             let body = format!(
                 r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{{earlier}"capabilities":{theirs},"n":1{scope}}}}}"#
             );
-            let json = serde_json::to_string(profile).unwrap();
-            let rewritten = rewrite_response(&body, "1", profile, &json, private);
+            let rewritten = rewrite_response(&body, "1", &ours, private);
             let expected = if id != "1" && id != "1.0" {
                 Err("the response is for another request id")
             } else if !error.is_empty() {
@@ -625,6 +661,17 @@ mod tests {
                     proptest::prop_assert_eq!(scope.as_deref(), Some("\"private\""));
                 }
             }
+        }
+    }
+
+    #[test]
+    fn advertised_json_is_the_maps_serialization() {
+        let escaped = obj(json!({"a\"b\u{1}": {"x": [1, 2.5]}, "extensions": {"c/d": {}}}));
+        for map in profiles().into_iter().chain([escaped]) {
+            let advertised = Advertised::new(map.clone());
+            assert_eq!(advertised.json, serde_json::to_string(&map).unwrap());
+            let extensions = map.get("extensions").and_then(Value::as_object);
+            assert_eq!(advertised.extensions.len(), extensions.map_or(0, Map::len));
         }
     }
 

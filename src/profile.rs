@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-use crate::era::{self, Era, Features};
+use crate::era::{self, Advertised, Era, Features};
 use crate::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, Principal, PrincipalLookup, ResourceAccess,
     SubscriptionHook, TaskDirectory,
@@ -43,19 +43,6 @@ struct Inner {
     narrowing: Option<Box<dyn CapabilityNarrowing>>,
     limits: Limits,
     unreadable_uris: UnreadableUris,
-}
-
-/// One era's capabilities, as a map and serialized.
-pub(crate) struct Advertised {
-    pub(crate) map: Map<String, Value>,
-    pub(crate) json: String,
-}
-
-impl Advertised {
-    pub(crate) fn new(map: Map<String, Value>) -> Self {
-        let json = serde_json::to_string(&map).expect("a JSON map serializes");
-        Self { map, json }
-    }
 }
 
 /// Bounds on what one listen request may ask for.

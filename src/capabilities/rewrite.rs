@@ -2,9 +2,9 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use crate::era::Advertised;
 use crate::era::{self, Era, Skip};
 use crate::event_stream::EventRule;
-use crate::profile::Advertised;
 use crate::sse::Event;
 use crate::{Principal, ServerProfile};
 
@@ -43,7 +43,7 @@ impl Target {
             .unwrap_or_else(|| self.profile.advertised(self.era));
         // Capabilities that depend on the caller must not be cached for others.
         let private = self.narrowed.is_some() && self.era == Era::Modern;
-        era::rewrite_response(body, &self.id, &caps.map, &caps.json, private)
+        era::rewrite_response(body, &self.id, caps, private)
     }
 }
 
