@@ -7,7 +7,6 @@
 //! bodies with `memchr`.
 
 use std::ops::Range;
-
 use std::sync::LazyLock;
 
 use memchr::memmem::Finder;

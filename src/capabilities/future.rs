@@ -179,17 +179,20 @@ where
                                     Rejection::BodyTooLarge { limit }.into_response(None)
                                 ));
                             }
-                            // An intercepted method is decided at the object's closing
-                            // brace, so the whole request, and its id, is in the peek.
+                            // An intercepted method is decided once the whole request is
+                            // in the peek (at its closing brace, or at its end when the
+                            // rest after the method is plain), and its id with it.
                             method.and_then(era_of).and_then(|era| {
                                 let id = reader.scanned_id().or_else(|| {
                                     json::request_id(&reader.buffered()).map(Box::<str>::from)
                                 })?;
                                 // The caller matters only to a profile that narrows per caller.
-                                let caller = profile.narrows_per_caller().then(|| {
-                                    profile.principal(parts.as_ref().expect("parts are here"))
-                                });
-                                let caller = caller.flatten();
+                                let caller = profile
+                                    .narrows_per_caller()
+                                    .then(|| {
+                                        profile.principal(parts.as_ref().expect("parts are here"))
+                                    })
+                                    .flatten();
                                 Some(Target::new(id, era, profile.clone(), caller.as_ref()))
                             })
                         }

@@ -5,7 +5,10 @@
 //! managed keys of `result.capabilities` in a success response for that
 //! request with the [`ServerProfile`](crate::ServerProfile)'s capabilities
 //! for the era. Keys the profile does not manage (`experimental`, foreign
-//! `extensions` entries) stay as the inner service set them. JSON and SSE
+//! `extensions` entries) stay as the inner service set them, and every other
+//! byte of the response is kept. A result with `capabilities` twice has both
+//! replaced, merged from the last one, so a parser that keeps the first of
+//! duplicate keys reads what one that keeps the last reads. JSON and SSE
 //! responses are both handled; in an SSE response only the event carrying
 //! the result is rewritten.
 //!

@@ -2,8 +2,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use crate::era::Advertised;
-use crate::era::{self, Era, Skip};
+use crate::era::{self, Advertised, Era, Skip};
 use crate::event_stream::EventRule;
 use crate::sse::Event;
 use crate::{Principal, ServerProfile};
