@@ -7,16 +7,19 @@
 #
 # For each workload (tools/call echo with a 1 KiB text, server/discover) and
 # each mode, the server runs under `valgrind --tool=callgrind` twice: once
-# answering 200 requests and once answering the given number, all sent in
+# answering BASE requests and once answering the given number, all sent in
 # order on one keep-alive connection by one curl. The difference of the two
 # runs' instruction totals, divided by the difference of their request
 # counts, is the server's cost per request without its start-up and
 # shutdown. Prints one IR line per run and one IR_RATIO line per workload.
-# Env: PORT (default 18961); builds with cargo (honours CARGO_TARGET_DIR).
+# A larger BASE also leaves the first requests' warm-up out
+# (`BASE=1200 benches/server-ir.sh 3200`).
+# Env: PORT (default 18961), BASE (default 200); builds with cargo (honours
+# CARGO_TARGET_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-1200}
-BASE=200
+BASE=${BASE:-200}
 PORT=${PORT:-18961}
 [ "$N" -gt "$BASE" ] || { echo "requests must be more than $BASE"; exit 1; }
 cargo build --release --example server >/dev/null 2>&1
