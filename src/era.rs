@@ -246,7 +246,7 @@ enum Put {
 /// Rewrites the JSON-RPC response `text` to request `id`: every
 /// `result.capabilities` becomes the inner's capabilities (the last, as a
 /// parser that keeps the last of duplicate keys reads them) with the managed
-/// keys `caps`' (serialized as `caps_json`), and every `result.cacheScope`
+/// keys `caps`' (see [`merge`]), and every `result.cacheScope`
 /// becomes `"private"` when `private`; missing ones are added at the end of
 /// `result`. Every other byte stays as it was.
 pub(crate) fn rewrite_response(
