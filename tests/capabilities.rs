@@ -19,6 +19,9 @@ use mcp_edge::{CapabilitiesLayer, Era, ServerProfile};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
+mod common;
+use common::body_json;
+
 fn profile() -> ServerProfile {
     ServerProfile::builder()
         .base_capabilities(json!({"tools": {"listChanged": false}}))
@@ -118,8 +121,7 @@ async fn discover_is_rewritten_in_a_tonic_server_over_http2() {
         sender.ready().await.unwrap();
         let response = sender.send_request(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let body: Value = serde_json::from_slice(&body).unwrap();
+        let body = body_json(response).await;
         assert_eq!(
             body["result"]["capabilities"],
             json!({"tools": {"listChanged": true}, "logging": {}, "experimental": {"x": {}}})

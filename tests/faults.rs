@@ -14,16 +14,17 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{header, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use mcp_edge::{CapabilitiesLayer, ListenFilterLayer, ReplayBody, ResponseBody, ServerProfile};
+use mcp_edge::{CapabilitiesLayer, ListenFilterLayer, ResponseBody, ServerProfile};
 use serde_json::Value;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+mod common;
+use common::{ack_event, post_json, post_stream, sse_messages, InnerRequest, SUBSCRIPTION_ID};
+
 const TOOLS: &str = r#"{"toolsListChanged":true}"#;
 
-type InnerRequest = Request<ReplayBody<ReplayBody<Body>>>;
 type Out = Response<ResponseBody<ResponseBody<Body>>>;
 
 /// Both layers in front of `inner`.
@@ -42,14 +43,14 @@ where
         .service_fn(inner)
 }
 
+/// A JSON POST as a Streamable HTTP client sends it, accepting JSON or SSE.
 fn post(method: &str, body: String) -> Request<Body> {
-    Request::post("/mcp")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, text/event-stream")
-        .header("mcp-method", method)
-        .header(header::CONTENT_LENGTH, body.len())
-        .body(Body::from(body))
-        .unwrap()
+    let mut request = post_json(Some(method), body);
+    request.headers_mut().insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    request
 }
 
 fn discover() -> Request<Body> {
@@ -65,12 +66,6 @@ fn listen(id: u32) -> Request<Body> {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{TOOLS}}}}}"#
         ),
-    )
-}
-
-fn ack_event(id: u32, notifications: &str) -> String {
-    format!(
-        "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{{\"notifications\":{notifications},\"_meta\":{{\"{SUBSCRIPTION_ID}\":{id}}}}}}}\n\n"
     )
 }
 
@@ -111,22 +106,6 @@ where
         }
     }
     (data, None)
-}
-
-/// The JSON of each SSE message in `stream`.
-fn messages(stream: &[u8]) -> Vec<Value> {
-    String::from_utf8(stream.to_vec())
-        .unwrap()
-        .split("\n\n")
-        .filter_map(|block| {
-            let data: Vec<&str> = block
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| data.trim_start())
-                .collect();
-            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).unwrap())
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------
@@ -261,7 +240,7 @@ async fn listen_stream_error_after_the_first_event() {
     )]);
     let (data, error) = drain(service.oneshot(listen(7)).await.unwrap().into_body()).await;
     assert_eq!(
-        messages(&data),
+        sse_messages(&data),
         [serde_json::from_str::<Value>(&ack_event(7, TOOLS)[6..]).unwrap()]
     );
     assert!(error.is_some());
@@ -523,10 +502,7 @@ async fn a_client_gone_mid_request_body_releases_it() {
                     let _ = &held;
                     item
                 });
-            let request = Request::post("/mcp")
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from_stream(body))
-                .unwrap();
+            let request = post_stream(None, Body::from_stream(body));
             tasks.push(tokio::spawn(service.clone().oneshot(request)));
         }
     }

@@ -17,11 +17,12 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
-use mcp_edge::{
-    CapabilitiesLayer, HonouredFilter, ListenFilterLayer, Principal, Rejection, ServerProfile,
-};
+use mcp_edge::{CapabilitiesLayer, HonouredFilter, ListenFilterLayer, Rejection, ServerProfile};
 use serde_json::{json, Value};
 use tower::ServiceExt;
+
+mod common;
+use common::{body_bytes, post_json, post_stream};
 
 const MIB: usize = 1024 * 1024;
 /// The default listen body limit.
@@ -34,13 +35,7 @@ const LISTEN: &str = "subscriptions/listen";
 
 fn profile() -> ServerProfile {
     ServerProfile::builder()
-        .resource_access(|_: Option<&Principal>, uris: &[&str]| {
-            std::future::ready(
-                uris.iter()
-                    .map(|uri| uri.starts_with("demo://public/"))
-                    .collect::<Vec<bool>>(),
-            )
-        })
+        .resource_access(common::public_only)
         .build()
         .expect("valid profile")
 }
@@ -209,27 +204,6 @@ impl http_body::Body for Feed {
     }
 }
 
-/// A JSON POST of `body` in one chunk, with its `Content-Length`.
-fn post_json<B: Into<Bytes>>(mcp_method: Option<&str>, body: B) -> Request<Body> {
-    let body = body.into();
-    let mut request = Request::post("/mcp")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, body.len());
-    if let Some(method) = mcp_method {
-        request = request.header("mcp-method", method);
-    }
-    request.body(Body::from(body)).unwrap()
-}
-
-/// A JSON POST of a streamed body, without `Content-Length`.
-fn post_stream<B>(mcp_method: Option<&str>, body: B) -> Request<B> {
-    let mut request = Request::post("/mcp").header(header::CONTENT_TYPE, "application/json");
-    if let Some(method) = mcp_method {
-        request = request.header("mcp-method", method);
-    }
-    request.body(body).unwrap()
-}
-
 /// `depth` nested arrays: `[[[...]]]`.
 fn nested(depth: usize) -> String {
     let mut out = String::with_capacity(2 * depth);
@@ -242,10 +216,6 @@ fn nested(depth: usize) -> String {
 // Responses.
 // ---------------------------------------------------------------------------
 
-async fn bytes_of(response: Response<Body>) -> Bytes {
-    response.into_body().collect().await.unwrap().to_bytes()
-}
-
 /// Checks a response the layers answered themselves; returns the typed rejection.
 async fn refused(response: Response<Body>, status: StatusCode, code: i64, id: Value) -> Rejection {
     assert_eq!(response.status(), status);
@@ -255,7 +225,7 @@ async fn refused(response: Response<Body>, status: StatusCode, code: i64, id: Va
         .get::<Rejection>()
         .cloned()
         .expect("the typed rejection is in the response extensions");
-    let bytes = bytes_of(response).await;
+    let bytes = body_bytes(response).await;
     let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
         panic!(
             "the error response is not JSON a client can parse ({e}): {} bytes, starting {:?}",
@@ -274,7 +244,7 @@ async fn answered(response: Response<Body>) {
     assert_eq!(response.status(), StatusCode::OK);
     assert!(response.extensions().get::<Rejection>().is_none());
     assert_eq!(
-        bytes_of(response).await,
+        body_bytes(response).await,
         r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
     );
 }
@@ -381,7 +351,7 @@ async fn unusable_ids_are_not_echoed() {
             let response = send(&probe, post_json(Some(header), body)).await;
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
             let rejection = response.extensions().get::<Rejection>().cloned();
-            let bytes = bytes_of(response).await;
+            let bytes = body_bytes(response).await;
             match serde_json::from_slice::<Value>(&bytes) {
                 Ok(body) if body["id"].is_null() => {
                     assert_eq!(body["error"]["code"], code, "{body}");
@@ -596,7 +566,7 @@ async fn tools_call_body_error_reaches_the_inner() {
             let probe = Arc::new(Probe::default());
             let response = send(&probe, post_stream(named, failing(prefix))).await;
             assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-            assert_eq!(bytes_of(response).await, "body read failed");
+            assert_eq!(body_bytes(response).await, "body read failed");
             assert_eq!(probe.calls(), 1);
             let seen = probe.last();
             assert!(seen.error.is_some(), "the inner saw the error");

@@ -23,11 +23,15 @@ use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
+mod common;
+use common::{
+    ack_event, bearer_principal, body_bytes, body_json, post_json, sse_messages, SUBSCRIPTION_ID,
+};
+
 const README: &str = "demo://public/readme";
 const LOGO: &str = "demo://public/static/logo";
 const ALICE_NOTES: &str = "demo://users/alice/notes";
 const BOB_NOTES: &str = "demo://users/bob/notes";
-const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const TASKS_META: &str = r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
 
 fn readable(caller: Option<&Principal>, uri: &str) -> bool {
@@ -66,17 +70,8 @@ fn profile() -> ServerProfile {
 
 /// Authentication: a bearer token names the principal.
 fn authenticate<B>(mut request: http::Request<B>) -> http::Request<B> {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let name = match token {
-        Some("Bearer alice-token") => Some("alice"),
-        Some("Bearer bob-token") => Some("bob"),
-        _ => None,
-    };
-    if let Some(name) = name {
-        request.extensions_mut().insert(Principal::new(name));
+    if let Some(principal) = bearer_principal(request.headers()) {
+        request.extensions_mut().insert(principal);
     }
     request
 }
@@ -101,18 +96,15 @@ async fn mcp(request: Request, stay_open: bool) -> Response {
     };
     let message: Value = serde_json::from_slice(&body).unwrap();
     let id = filter.subscription_id().get();
-    let mut events = vec![format!(
-        r#"data: {{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{},"_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#,
-        message["params"]["notifications"]
-    )];
+    let mut events = vec![ack_event(id, &message["params"]["notifications"])];
     for uri in [ALICE_NOTES, BOB_NOTES, README] {
         events.push(format!(
             r#"data: {{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"{uri}","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
-        ));
+        ) + "\n\n");
     }
     let events = events
         .into_iter()
-        .map(|event| Ok::<_, Infallible>(Bytes::from(event + "\n\n")));
+        .map(|event| Ok::<_, Infallible>(Bytes::from(event)));
     let stream = futures_util::stream::iter(events);
     let body = if stay_open {
         Body::from_stream(futures_util::StreamExt::chain(
@@ -145,24 +137,14 @@ fn listen_body(id: &str, notifications: &str) -> String {
 }
 
 fn listen(token: Option<&str>, id: &str, notifications: &str) -> http::Request<Body> {
-    let body = listen_body(id, notifications);
-    let mut request = http::Request::post("/mcp")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CONTENT_LENGTH, body.len())
-        .header("mcp-method", "subscriptions/listen");
+    let mut request = post_json(Some("subscriptions/listen"), listen_body(id, notifications));
     if let Some(token) = token {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        request.headers_mut().insert(
+            header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
     }
-    request.body(Body::from(body)).unwrap()
-}
-
-/// The JSON of each SSE message of `stream`.
-fn messages(stream: &str) -> Vec<Value> {
-    stream
-        .split("\n\n")
-        .filter_map(|block| block.strip_prefix("data: "))
-        .map(|data| serde_json::from_str(data).unwrap())
-        .collect()
+    request
 }
 
 async fn stream_of(response: Response) -> String {
@@ -171,16 +153,7 @@ async fn stream_of(response: Response) -> String {
         response.headers()[header::CONTENT_TYPE],
         "text/event-stream"
     );
-    String::from_utf8(
-        response
-            .into_body()
-            .collect()
-            .await
-            .unwrap()
-            .to_bytes()
-            .to_vec(),
-    )
-    .unwrap()
+    String::from_utf8(body_bytes(response).await.to_vec()).unwrap()
 }
 
 #[tokio::test]
@@ -208,7 +181,7 @@ async fn axum_app_honours_per_caller() {
                 .unwrap(),
         )
         .await;
-        let messages = messages(&stream);
+        let messages = sse_messages(stream.as_bytes());
         let mut ack = json!({"resourceSubscriptions": uris});
         if !tasks.is_empty() {
             ack["taskIds"] = json!(tasks);
@@ -244,8 +217,7 @@ async fn axum_app_refuses_bad_listens_itself() {
         response.extensions().get::<Rejection>(),
         Some(Rejection::Listen(_))
     ));
-    let body: Value =
-        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let body = body_json(response).await;
     assert_eq!(body["id"], 3);
     assert_eq!(body["error"]["code"], -32602);
 }
@@ -261,10 +233,7 @@ async fn axum_app_passes_other_requests() {
         .unwrap();
     let response = app(false).oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(
-        response.into_body().collect().await.unwrap().to_bytes(),
-        body
-    );
+    assert_eq!(body_bytes(response).await, body);
 }
 
 /// Sends `request` over a fresh HTTP/1 connection to `addr`.
@@ -345,10 +314,7 @@ async fn keep_alive_survives_bodies_read_whole() {
         sender.ready().await.expect("the connection is still open");
         let response = sender.send_request(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(
-            response.into_body().collect().await.unwrap().to_bytes(),
-            body
-        );
+        assert_eq!(body_bytes(response).await, body);
     }
     drop(sender);
     tokio::time::timeout(Duration::from_secs(10), connection)
@@ -392,7 +358,7 @@ async fn over_tcp_with_hyper() {
     );
     let mut body = response.into_body();
     let event = first_event(&mut body).await;
-    let ack = &messages(&event)[0];
+    let ack = &sse_messages(event.as_bytes())[0];
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(
         ack["params"]["notifications"],
@@ -401,7 +367,7 @@ async fn over_tcp_with_hyper() {
     assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], 21);
     // Then only the update bob may see, while the stream stays open.
     let next = first_event(&mut body).await;
-    assert_eq!(messages(&next)[0]["params"]["uri"], README);
+    assert_eq!(sse_messages(next.as_bytes())[0]["params"]["uri"], README);
 
     // A bad listen is answered by the layer over the wire too.
     let bad = send(
@@ -410,8 +376,7 @@ async fn over_tcp_with_hyper() {
     )
     .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
-    let bad: Value =
-        serde_json::from_slice(&bad.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let bad = body_json(bad).await;
     assert_eq!(bad["error"]["code"], -32602);
     assert_eq!(bad["id"], 22);
 
@@ -434,11 +399,7 @@ async fn grpc_inner(
         .get::<HonouredFilter>()
         .cloned()
         .expect("a listen");
-    let event = format!(
-        r#"data: {{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
-        filter.ack().get(),
-        filter.subscription_id().get()
-    ) + "\n\n";
+    let event = ack_event(filter.subscription_id().get(), filter.ack().get());
     Ok(http::Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(tonic::body::Body::new(Full::new(Bytes::from(event))))
@@ -473,7 +434,7 @@ async fn tonic_server_builder_layer() {
     .await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut body = response.into_body();
-    let ack = &messages(&first_event(&mut body).await)[0];
+    let ack = &sse_messages(first_event(&mut body).await.as_bytes())[0];
     assert_eq!(
         ack["params"]["notifications"],
         json!({"resourceSubscriptions": [ALICE_NOTES]})
@@ -491,8 +452,7 @@ async fn tonic_server_builder_layer() {
     )
     .await;
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body: Value =
-        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let body = body_json(response).await;
     assert_eq!(body["id"], 31);
     assert_eq!(body["error"]["code"], -32602);
 

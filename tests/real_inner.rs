@@ -14,13 +14,12 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use mcp_edge::{
-    CapabilitiesLayer, HonouredFilter, ListenFilterLayer, Principal, ReplayBody, ServerProfile,
-};
+use mcp_edge::{CapabilitiesLayer, HonouredFilter, ListenFilterLayer, ServerProfile};
 use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-const MODERN: &str = "2026-07-28";
+mod common;
+use common::{body_json, modern_body, modern_post, InnerRequest, MODERN, SUBSCRIPTION_ID};
 
 /// Keys whose value is always the profile's.
 const MANAGED: [&str; 5] = ["tools", "resources", "prompts", "completions", "logging"];
@@ -30,13 +29,7 @@ const MANAGED: [&str; 5] = ["tools", "resources", "prompts", "completions", "log
 fn profile() -> ServerProfile {
     ServerProfile::builder()
         .base_capabilities(json!({"tools": {}, "resources": {}}))
-        .resource_access(|_caller: Option<&Principal>, uris: &[&str]| {
-            let answers: Vec<bool> = uris
-                .iter()
-                .map(|uri| uri.starts_with("demo://public/"))
-                .collect();
-            std::future::ready(answers)
-        })
+        .resource_access(common::public_only)
         .build()
         .expect("valid profile")
 }
@@ -80,25 +73,11 @@ fn honoured_ack() -> Value {
     })
 }
 
-fn request_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp-edge-tests", "version": "0.1.0"}
-    })
-}
-
-/// A 2026-07-28 Streamable HTTP POST, with every header the SDKs require.
-fn mcp_post(uri: &str, method: &str, id: Value, mut params: Value) -> Request<Body> {
-    params["_meta"] = request_meta();
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    Request::post(uri)
+/// A 2026-07-28 Streamable HTTP POST, with the `Host` the SDKs also require.
+fn mcp_post(uri: &str, method: &str, id: Value, params: Value) -> Request<Body> {
+    modern_post(uri, method)
         .header("host", "localhost")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method)
-        .body(Body::from(body.to_string()))
+        .body(Body::from(modern_body(method, id, params)))
         .expect("valid request")
 }
 
@@ -174,27 +153,20 @@ where
     B::Error: std::fmt::Debug,
 {
     assert_eq!(response.status(), StatusCode::OK);
-    let sse = content_type(&response).starts_with("text/event-stream");
-    let mut body = Box::pin(response.into_body());
-    if sse {
+    if content_type(&response).starts_with("text/event-stream") {
+        let mut body = Box::pin(response.into_body());
         let events = read_events(&mut body, 1).await;
         events.into_iter().next().expect("one event")
     } else {
-        let bytes = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        tokio::time::timeout(Duration::from_secs(10), body_json(response))
             .await
             .expect("timed out")
-            .expect("body")
-            .to_bytes();
-        serde_json::from_slice(&bytes).expect("JSON body")
     }
 }
 
 /// Records the `HonouredFilter` extension of every request the inner
 /// service receives.
 type Seen = Arc<Mutex<Vec<Option<HonouredFilter>>>>;
-
-/// What reaches the inner service under both layers.
-type InnerRequest = Request<ReplayBody<ReplayBody<Body>>>;
 
 fn record(seen: &Seen) -> impl Fn(InnerRequest) -> InnerRequest + Clone {
     let seen = seen.clone();
@@ -230,10 +202,7 @@ fn assert_ack(event: &Value, expected: &Value) {
         event["method"], "notifications/subscriptions/acknowledged",
         "first event: {event}"
     );
-    assert_eq!(
-        event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        "listen-1"
-    );
+    assert_eq!(event["params"]["_meta"][SUBSCRIPTION_ID], "listen-1");
     assert_eq!(&event["params"]["notifications"], expected, "ack: {event}");
 }
 

@@ -25,7 +25,11 @@ use tower_http::auth::AsyncRequireAuthorizationLayer;
 use tower_http::compression::CompressionLayer;
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 
-const MODERN: &str = "2026-07-28";
+mod common;
+use common::{
+    bearer_principal, body_bytes, body_json, modern_body, modern_post, sse_messages, MODERN,
+    SUBSCRIPTION_ID,
+};
 
 /// Tools and resources; public URIs for everyone, `demo://users/NAME/...`
 /// only for NAME.
@@ -175,31 +179,14 @@ where
     }
 }
 
-fn request_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp-edge-tests", "version": "0.1.0"}
-    })
-}
-
-fn mcp_body(method: &str, id: Value, mut params: Value) -> String {
-    params["_meta"] = request_meta();
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
-}
-
+/// A 2026-07-28 POST that accepts a gzipped answer, with `token` as its bearer.
 fn mcp_post(method: &str, id: Value, params: Value, token: Option<&str>) -> Request<Body> {
-    let mut request = Request::post("/mcp")
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("accept-encoding", "gzip")
-        .header("mcp-protocol-version", MODERN)
-        .header("mcp-method", method);
+    let mut request = modern_post("/mcp", method).header("accept-encoding", "gzip");
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
     request
-        .body(Body::from(mcp_body(method, id, params)))
+        .body(Body::from(modern_body(method, id, params)))
         .expect("valid request")
 }
 
@@ -223,11 +210,9 @@ where
 }
 
 async fn collect(response: Response<Body>) -> Bytes {
-    tokio::time::timeout(Duration::from_secs(10), response.into_body().collect())
+    tokio::time::timeout(Duration::from_secs(10), body_bytes(response))
         .await
         .expect("timed out")
-        .expect("response body")
-        .to_bytes()
 }
 
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
@@ -259,22 +244,6 @@ async fn assert_gzipped_discover(response: Response<Body>) {
         expected_discover_capabilities()
     );
     assert_eq!(message["result"]["cacheScope"], "public");
-}
-
-/// Parses a complete SSE body into its JSON events.
-fn sse_events(body: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(body)
-        .replace("\r\n", "\n")
-        .split("\n\n")
-        .filter_map(|block| {
-            let data: Vec<&str> = block
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|data| data.strip_prefix(' ').unwrap_or(data))
-                .collect();
-            (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("JSON event"))
-        })
-        .collect()
 }
 
 mod bearer_stack {
@@ -386,20 +355,12 @@ mod principal_stack {
     /// Bearer auth that puts the caller's `Principal` in the request
     /// extensions, as the profile's default principal lookup expects.
     async fn authorize(mut request: Request<Body>) -> Result<Request<Body>, Response<Body>> {
-        let principal = match request
-            .headers()
-            .get("authorization")
-            .and_then(|value| value.to_str().ok())
-        {
-            Some("Bearer alice-token") => Principal::new("alice"),
-            Some("Bearer bob-token") => Principal::new("bob"),
-            _ => {
-                return Err(Response::builder()
-                    .status(StatusCode::UNAUTHORIZED)
-                    .header("www-authenticate", "Bearer")
-                    .body(Body::empty())
-                    .unwrap())
-            }
+        let Some(principal) = bearer_principal(request.headers()) else {
+            return Err(Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .header("www-authenticate", "Bearer")
+                .body(Body::empty())
+                .unwrap());
         };
         request.extensions_mut().insert(principal);
         Ok(request)
@@ -471,7 +432,7 @@ mod principal_stack {
             response.headers().get("content-encoding").is_none(),
             "tower-http does not compress text/event-stream"
         );
-        let events = sse_events(&collect(response).await);
+        let events = sse_messages(&collect(response).await);
 
         let honoured = json!({
             "toolsListChanged": true,
@@ -505,10 +466,7 @@ mod principal_stack {
         assert_eq!(events[0]["params"]["notifications"], honoured);
         assert_eq!(events[1]["params"]["uri"], "demo://users/alice/notes");
         for event in &events {
-            assert_eq!(
-                event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-                "sub-1"
-            );
+            assert_eq!(event["params"]["_meta"][SUBSCRIPTION_ID], "sub-1");
         }
     }
 }
@@ -553,7 +511,7 @@ mod tonic_stack {
         let request = Request::post("/mcp")
             .header("content-type", "application/json")
             .header("mcp-method", "server/discover")
-            .body(tonic::body::Body::new(Full::new(Bytes::from(mcp_body(
+            .body(tonic::body::Body::new(Full::new(Bytes::from(modern_body(
                 "server/discover",
                 json!(7),
                 json!({}),
@@ -566,8 +524,7 @@ mod tonic_stack {
             .await
             .expect("response");
         assert_eq!(response.status(), StatusCode::OK);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let message: Value = serde_json::from_slice(&body).expect("JSON");
+        let message = body_json(response).await;
         assert_eq!(
             message["result"]["capabilities"],
             expected_discover_capabilities()

@@ -1,0 +1,145 @@
+//! Pieces the integration tests share: requests as clients send them, the
+//! SSE events and bodies they read back, and hooks and auth of the test
+//! servers.
+#![allow(dead_code)]
+
+use std::fmt::{Debug, Display};
+use std::future::{ready, Ready};
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{header, HeaderMap, Request, Response};
+use http_body_util::BodyExt;
+use mcp_edge::{Principal, ReplayBody};
+use serde_json::{json, Value};
+
+/// The protocol version the tests speak.
+pub const MODERN: &str = "2026-07-28";
+
+/// The `_meta` key that names the subscription a listen event belongs to.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// What reaches the inner service under both layers.
+pub type InnerRequest = Request<ReplayBody<ReplayBody<Body>>>;
+
+// ---------------------------------------------------------------------------
+// Hooks and auth.
+// ---------------------------------------------------------------------------
+
+/// A `resource_access` hook: `demo://public/...` is readable by everyone, nothing else.
+pub fn public_only(_caller: Option<&Principal>, uris: &[&str]) -> Ready<Vec<bool>> {
+    ready(
+        uris.iter()
+            .map(|uri| uri.starts_with("demo://public/"))
+            .collect(),
+    )
+}
+
+/// The caller a bearer token names: `alice-token` is alice, `bob-token` is bob.
+pub fn bearer_principal(headers: &HeaderMap) -> Option<Principal> {
+    match headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+    {
+        Some("Bearer alice-token") => Some(Principal::new("alice")),
+        Some("Bearer bob-token") => Some(Principal::new("bob")),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Requests.
+// ---------------------------------------------------------------------------
+
+/// A JSON POST to `/mcp` of `body` in one chunk, with its `Content-Length`.
+pub fn post_json(mcp_method: Option<&str>, body: impl Into<Bytes>) -> Request<Body> {
+    let body = body.into();
+    let mut request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CONTENT_LENGTH, body.len());
+    if let Some(method) = mcp_method {
+        request = request.header("mcp-method", method);
+    }
+    request.body(Body::from(body)).unwrap()
+}
+
+/// A JSON POST to `/mcp` of a streamed body, without `Content-Length`.
+pub fn post_stream<B>(mcp_method: Option<&str>, body: B) -> Request<B> {
+    let mut request = Request::post("/mcp").header(header::CONTENT_TYPE, "application/json");
+    if let Some(method) = mcp_method {
+        request = request.header("mcp-method", method);
+    }
+    request.body(body).unwrap()
+}
+
+/// The head of a 2026-07-28 Streamable HTTP POST: the headers every SDK requires.
+pub fn modern_post(uri: &str, method: &str) -> http::request::Builder {
+    Request::post(uri)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method)
+}
+
+/// The `_meta` a 2026-07-28 client puts in every request.
+pub fn request_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-edge-tests", "version": "0.1.0"}
+    })
+}
+
+/// A 2026-07-28 JSON-RPC request, `params` carrying [`request_meta`].
+pub fn modern_body(method: &str, id: Value, mut params: Value) -> String {
+    params["_meta"] = request_meta();
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+// ---------------------------------------------------------------------------
+// Responses.
+// ---------------------------------------------------------------------------
+
+/// The whole body of `response`.
+pub async fn body_bytes<B>(response: Response<B>) -> Bytes
+where
+    B: http_body::Body,
+    B::Error: Debug,
+{
+    response.into_body().collect().await.unwrap().to_bytes()
+}
+
+/// The body of `response`, parsed as JSON.
+pub async fn body_json<B>(response: Response<B>) -> Value
+where
+    B: http_body::Body,
+    B::Error: Debug,
+{
+    serde_json::from_slice(&body_bytes(response).await).expect("the body is JSON")
+}
+
+/// The SSE event acknowledging a listen: `id` and `notifications` as JSON text.
+pub fn ack_event(id: impl Display, notifications: impl Display) -> String {
+    format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{{\"notifications\":{notifications},\"_meta\":{{\"{SUBSCRIPTION_ID}\":{id}}}}}}}\n\n"
+    )
+}
+
+/// The JSON data of each event of a whole SSE stream; events without data
+/// (comments, keep-alives) are skipped.
+pub fn sse_messages(stream: &[u8]) -> Vec<Value> {
+    std::str::from_utf8(stream)
+        .expect("the stream is UTF-8")
+        .replace("\r\n", "\n")
+        .split("\n\n")
+        .filter_map(|block| {
+            let data: Vec<&str> = block
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|data| data.strip_prefix(' ').unwrap_or(data))
+                .collect();
+            (!data.is_empty())
+                .then(|| serde_json::from_str(&data.join("\n")).expect("event data is JSON"))
+        })
+        .collect()
+}
