@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpStream;
 
 mod common;
-use common::body_json;
+use common::{body_json, http1_connect, LoopbackServer};
 
 fn profile() -> ServerProfile {
     ServerProfile::builder()
@@ -215,24 +215,11 @@ async fn send(
 async fn discover_is_rewritten_over_real_http() {
     let profile = profile();
     let hits = Arc::new(AtomicUsize::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let app = app(profile.clone(), hits.clone());
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
+    let server = LoopbackServer::axum(app(profile.clone(), hits.clone())).await;
+    let addr = server.addr;
 
     let client = async {
-        let stream = TcpStream::connect(addr).await.unwrap();
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .unwrap();
-        let connection = tokio::spawn(connection);
+        let (mut sender, connection) = http1_connect(addr).await;
 
         let mut expected = profile.capabilities(Era::Modern).clone();
         expected.insert("experimental".into(), json!({"x": {}}));
@@ -298,12 +285,7 @@ async fn discover_is_rewritten_over_real_http() {
         .await
         .expect("the exchange finishes");
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("the server shuts down")
-        .unwrap()
-        .unwrap();
+    server.stop("the server shuts down").await;
     assert_eq!(
         hits.load(Ordering::SeqCst),
         3,

@@ -15,17 +15,16 @@ use axum::Router;
 use bytes::Bytes;
 use http::{header, StatusCode};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use mcp_edge::{
     HonouredFilter, ListenFilterLayer, Principal, Rejection, ReplayBody, ServerProfile,
 };
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 mod common;
 use common::{
-    ack_event, bearer_principal, body_bytes, body_json, post_json, sse_messages, SUBSCRIPTION_ID,
+    ack_event, bearer_principal, body_bytes, body_json, http1_connect, post_json, sse_messages,
+    LoopbackServer, SUBSCRIPTION_ID,
 };
 
 const README: &str = "demo://public/readme";
@@ -241,11 +240,7 @@ async fn send(
     addr: SocketAddr,
     request: http::Request<Full<Bytes>>,
 ) -> http::Response<hyper::body::Incoming> {
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let (mut sender, _connection) = http1_connect(addr).await;
     sender.send_request(request).await.unwrap()
 }
 
@@ -285,22 +280,10 @@ where
 /// on one connection: the connection stays alive for each.
 #[tokio::test]
 async fn keep_alive_survives_bodies_read_whole() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app(false))
-            .with_graceful_shutdown(async move {
-                stopped.await.ok();
-            })
-            .await
-    });
+    let server = LoopbackServer::axum(app(false)).await;
+    let addr = server.addr;
 
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    let connection = tokio::spawn(connection);
+    let (mut sender, connection) = http1_connect(addr).await;
     for id in 1..=3 {
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"plain"}}}}}}"#
@@ -322,26 +305,13 @@ async fn keep_alive_survives_bodies_read_whole() {
         .expect("the client connection ends")
         .unwrap()
         .unwrap();
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("the server shuts down")
-        .unwrap()
-        .unwrap();
+    server.stop("the server shuts down").await;
 }
 
 #[tokio::test]
 async fn over_tcp_with_hyper() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app(true))
-            .with_graceful_shutdown(async move {
-                stopped.await.ok();
-            })
-            .await
-    });
+    let server = LoopbackServer::axum(app(true)).await;
+    let addr = server.addr;
 
     let asked = format!(
         r#"{{"toolsListChanged":true,"resourceSubscriptions":["{ALICE_NOTES}","{README}"]}}"#
@@ -382,12 +352,9 @@ async fn over_tcp_with_hyper() {
 
     // The client goes away; the server shuts down gracefully.
     drop(body);
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("graceful shutdown finishes once the client is gone")
-        .unwrap()
-        .unwrap();
+    server
+        .stop("graceful shutdown finishes once the client is gone")
+        .await;
 }
 
 /// A gRPC-style inner service: answers a listen with the ack it was handed.
@@ -411,20 +378,21 @@ async fn grpc_inner(
 /// feature is off here, so the stack serves a plain tower service.)
 #[tokio::test]
 async fn tonic_server_builder_layer() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serve = tonic::transport::Server::builder()
-        .accept_http1(true)
-        .layer(tower::util::MapRequestLayer::new(
-            authenticate::<tonic::body::Body>,
-        ))
-        .layer(ListenFilterLayer::new(profile()))
-        .serve_with_incoming_shutdown(tower::service_fn(grpc_inner), incoming, async move {
-            stopped.await.ok();
-        });
-    let server = tokio::spawn(serve);
+    let server = LoopbackServer::start(|listener, shutdown| {
+        tonic::transport::Server::builder()
+            .accept_http1(true)
+            .layer(tower::util::MapRequestLayer::new(
+                authenticate::<tonic::body::Body>,
+            ))
+            .layer(ListenFilterLayer::new(profile()))
+            .serve_with_incoming_shutdown(
+                tower::service_fn(grpc_inner),
+                tonic::transport::server::TcpIncoming::from(listener),
+                shutdown,
+            )
+    })
+    .await;
+    let addr = server.addr;
 
     let asked = format!(r#"{{"resourceSubscriptions":["{ALICE_NOTES}","{BOB_NOTES}"]}}"#);
     let response = send(
@@ -456,10 +424,5 @@ async fn tonic_server_builder_layer() {
     assert_eq!(body["id"], 31);
     assert_eq!(body["error"]["code"], -32602);
 
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    server.stop("the server shuts down").await;
 }

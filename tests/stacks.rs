@@ -27,8 +27,8 @@ use tower_http::validate_request::ValidateRequestHeaderLayer;
 
 mod common;
 use common::{
-    bearer_principal, body_bytes, body_json, modern_body, modern_post, sse_messages, MODERN,
-    SUBSCRIPTION_ID,
+    bearer_principal, body_bytes, body_json, modern_body, modern_post, sse_messages,
+    LoopbackServer, MODERN, SUBSCRIPTION_ID,
 };
 
 /// Tools and resources; public URIs for everyone, `demo://users/NAME/...`
@@ -478,7 +478,7 @@ mod tonic_stack {
     use tonic::transport::Server;
 
     /// A tonic server with both mcp-edge layers around a plain tower
-    /// service, served on `incoming` until `shutdown` resolves. Compiling
+    /// service, served on `listener` until `shutdown` resolves. Compiling
     /// this function is the check that tonic 0.14's bounds accept the layers.
     fn tonic_server(
         profile: ServerProfile,
@@ -494,13 +494,12 @@ mod tonic_stack {
 
     #[tokio::test]
     async fn tonic_server_builder_accepts_both_layers() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let inner = Inner::default();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(tonic_server(profile(), inner.clone(), listener, async {
-            let _ = stopped.await;
-        }));
+        let server = LoopbackServer::start(|listener, shutdown| {
+            tonic_server(profile(), inner.clone(), listener, shutdown)
+        })
+        .await;
+        let addr = server.addr;
 
         // tonic serves HTTP/2 only; its own channel is the client.
         let mut channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
@@ -532,11 +531,6 @@ mod tonic_stack {
         assert_eq!(inner.calls(), 1);
 
         drop(channel);
-        stop.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), server)
-            .await
-            .expect("server stopped")
-            .unwrap()
-            .expect("server ran cleanly");
+        server.stop("server stopped").await;
     }
 }

@@ -1,17 +1,26 @@
 //! Pieces the integration tests share: requests as clients send them, the
-//! SSE events and bodies they read back, and hooks and auth of the test
-//! servers.
+//! SSE events and bodies they read back, hooks and auth of the test servers,
+//! and servers on a loopback port.
 #![allow(dead_code)]
 
 use std::fmt::{Debug, Display};
-use std::future::{ready, Ready};
+use std::future::{ready, Future, Ready};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::Duration;
 
 use axum::body::Body;
+use axum::Router;
 use bytes::Bytes;
 use http::{header, HeaderMap, Request, Response};
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
 use mcp_edge::{Principal, ReplayBody};
 use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// The protocol version the tests speak.
 pub const MODERN: &str = "2026-07-28";
@@ -142,4 +151,69 @@ pub fn sse_messages(stream: &[u8]) -> Vec<Value> {
                 .then(|| serde_json::from_str(&data.join("\n")).expect("event data is JSON"))
         })
         .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Over TCP.
+// ---------------------------------------------------------------------------
+
+/// What a server spawned by [`LoopbackServer::start`] waits for before it shuts down.
+pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A server task on a loopback port, serving until [`stop`](Self::stop).
+pub struct LoopbackServer<E> {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), E>>,
+}
+
+impl<E: Debug + Send + 'static> LoopbackServer<E> {
+    /// Binds `127.0.0.1:0` and spawns `serve` on the listener and a shutdown signal.
+    pub async fn start<Fut>(serve: impl FnOnce(TcpListener, Shutdown) -> Fut) -> Self
+    where
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = Box::pin(async move {
+            stopped.await.ok();
+        });
+        let task = tokio::spawn(serve(listener, shutdown));
+        Self { addr, stop, task }
+    }
+
+    /// Signals shutdown, then waits at most 10 s for a clean end (`waiting` says for what).
+    pub async fn stop(self, waiting: &str) {
+        self.stop.send(()).expect("the server was still serving");
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect(waiting)
+            .expect("the server task did not panic")
+            .expect("the server ran cleanly");
+    }
+}
+
+impl LoopbackServer<std::io::Error> {
+    /// `app` served by axum, shutting down gracefully.
+    pub async fn axum(app: Router) -> Self {
+        Self::start(|listener, shutdown| async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        })
+        .await
+    }
+}
+
+/// An HTTP/1 connection to `addr`: its sender, and the task that drives it.
+pub async fn http1_connect(
+    addr: SocketAddr,
+) -> (SendRequest<Full<Bytes>>, JoinHandle<hyper::Result<()>>) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    (sender, tokio::spawn(connection))
 }
