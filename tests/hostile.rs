@@ -424,14 +424,20 @@ fn fifty_mib(method: &str) -> (Feed, Arc<AtomicUsize>) {
     Feed::new(chunks)
 }
 
-#[tokio::test]
-async fn fifty_mib_listen_with_content_length_is_413_unread() {
-    let probe = Arc::new(Probe::default());
+/// A 50 MiB listen that declares its `Content-Length`, and its pulled bytes.
+fn fifty_mib_listen_with_content_length() -> (Request<Feed>, Arc<AtomicUsize>) {
     let (feed, pulled) = fifty_mib(LISTEN);
     let mut request = post_stream(Some(LISTEN), feed);
     request
         .headers_mut()
         .insert(header::CONTENT_LENGTH, FIFTY_MIB.into());
+    (request, pulled)
+}
+
+#[tokio::test]
+async fn fifty_mib_listen_with_content_length_is_413_unread() {
+    let probe = Arc::new(Probe::default());
+    let (request, pulled) = fifty_mib_listen_with_content_length();
     let response = send(&probe, request).await;
     let rejection = refused(response, StatusCode::PAYLOAD_TOO_LARGE, -32600, Value::Null).await;
     assert_eq!(rejection, Rejection::BodyTooLarge { limit: LIMIT });
@@ -449,11 +455,7 @@ async fn fifty_mib_listen_with_content_length_is_413_unread() {
 #[tokio::test]
 async fn fifty_mib_listen_with_content_length_listen_filter_alone() {
     let probe = Arc::new(Probe::default());
-    let (feed, pulled) = fifty_mib(LISTEN);
-    let mut request = post_stream(Some(LISTEN), feed);
-    request
-        .headers_mut()
-        .insert(header::CONTENT_LENGTH, FIFTY_MIB.into());
+    let (request, pulled) = fifty_mib_listen_with_content_length();
     let handler_probe = probe.clone();
     let router = Router::new()
         .route(

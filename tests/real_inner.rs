@@ -146,6 +146,18 @@ where
     events
 }
 
+/// The first JSON event of an answer that must be a 200 stream.
+async fn first_event<B>(response: Response<B>) -> Value
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = Box::pin(response.into_body());
+    let events = read_events(&mut body, 1).await;
+    events.into_iter().next().expect("one event")
+}
+
 /// The JSON-RPC message a discover answered with, whether as JSON or as SSE.
 async fn discover_message<B>(response: Response<B>) -> Value
 where
@@ -154,14 +166,25 @@ where
 {
     assert_eq!(response.status(), StatusCode::OK);
     if content_type(&response).starts_with("text/event-stream") {
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        events.into_iter().next().expect("one event")
+        first_event(response).await
     } else {
         tokio::time::timeout(Duration::from_secs(10), body_json(response))
             .await
             .expect("timed out")
     }
+}
+
+/// Checks a discover answer to id 1 (JSON or SSE) for the profile's
+/// capabilities; returns its result.
+async fn rewritten_discover_result<B>(response: Response<B>) -> Value
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let message = discover_message(response).await;
+    assert_eq!(message["id"], 1, "{message}");
+    assert_modern_capabilities(&message["result"]["capabilities"]);
+    message["result"].clone()
 }
 
 /// Records the `HonouredFilter` extension of every request the inner
@@ -283,10 +306,7 @@ mod rmcp_inner {
             content_type(&response).starts_with("text/event-stream"),
             "rmcp answers discover as SSE by default"
         );
-        let message = discover_message(response).await;
-        assert_eq!(message["id"], 1, "{message}");
-        let result = &message["result"];
-        assert_modern_capabilities(&result["capabilities"]);
+        let result = rewritten_discover_result(response).await;
         assert!(result["supportedVersions"]
             .as_array()
             .unwrap()
@@ -306,9 +326,7 @@ mod rmcp_inner {
             "json_response(true) answers discover as JSON: {:?}",
             response.headers()
         );
-        let message = discover_message(response).await;
-        assert_eq!(message["id"], 1, "{message}");
-        assert_modern_capabilities(&message["result"]["capabilities"]);
+        rewritten_discover_result(response).await;
     }
 
     /// Baseline: rmcp alone acknowledges everything it was asked for,
@@ -316,10 +334,7 @@ mod rmcp_inner {
     #[tokio::test]
     async fn without_the_layers_rmcp_acknowledges_the_whole_request() {
         let response = rmcp_service(false).oneshot(listen("/mcp")).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &requested_notifications());
+        assert_ack(&first_event(response).await, &requested_notifications());
     }
 
     /// The ack rmcp itself sends, with the response-side guard off: rmcp saw
@@ -331,11 +346,8 @@ mod rmcp_inner {
             .oneshot(listen("/mcp"))
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
         assert!(content_type(&response).starts_with("text/event-stream"));
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &honoured_ack());
+        assert_ack(&first_event(response).await, &honoured_ack());
         assert_inner_saw_honoured_filter(&seen);
     }
 
@@ -347,10 +359,7 @@ mod rmcp_inner {
             .oneshot(listen("/mcp"))
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &honoured_ack());
+        assert_ack(&first_event(response).await, &honoured_ack());
         assert_inner_saw_honoured_filter(&seen);
     }
 }
@@ -398,9 +407,7 @@ mod tower_mcp_inner {
             "tower-mcp answers discover as JSON by default: {:?}",
             response.headers()
         );
-        let message = discover_message(response).await;
-        assert_eq!(message["id"], 1, "{message}");
-        assert_modern_capabilities(&message["result"]["capabilities"]);
+        rewritten_discover_result(response).await;
         assert_eq!(seen.lock().unwrap().len(), 1, "reached tower-mcp once");
     }
 
@@ -416,19 +423,14 @@ mod tower_mcp_inner {
             "sse_responses(true) answers discover as SSE: {:?}",
             response.headers()
         );
-        let message = discover_message(response).await;
-        assert_eq!(message["id"], 1, "{message}");
-        assert_modern_capabilities(&message["result"]["capabilities"]);
+        rewritten_discover_result(response).await;
     }
 
     /// Baseline: tower-mcp alone acknowledges the whole request.
     #[tokio::test]
     async fn without_the_layers_tower_mcp_acknowledges_the_whole_request() {
         let response = tower_mcp_router(false).oneshot(listen("/")).await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &requested_notifications());
+        assert_ack(&first_event(response).await, &requested_notifications());
     }
 
     /// tower-mcp's own ack, guard off: it saw only the honoured subset.
@@ -439,11 +441,8 @@ mod tower_mcp_inner {
             .oneshot(listen("/"))
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
         assert!(content_type(&response).starts_with("text/event-stream"));
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &honoured_ack());
+        assert_ack(&first_event(response).await, &honoured_ack());
         assert_inner_saw_honoured_filter(&seen);
     }
 
@@ -455,10 +454,7 @@ mod tower_mcp_inner {
             .oneshot(listen("/"))
             .await
             .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let mut body = Box::pin(response.into_body());
-        let events = read_events(&mut body, 1).await;
-        assert_ack(&events[0], &honoured_ack());
+        assert_ack(&first_event(response).await, &honoured_ack());
         assert_inner_saw_honoured_filter(&seen);
     }
 }
