@@ -1,64 +1,29 @@
 //! Thin wrappers around crate-private codecs, for the fuzz targets in `fuzz/`
 //! and the property tests in `tests/properties.rs`.
 //!
-//! Not part of the public API: hidden from the docs, no stability promise,
-//! may change or disappear in any release.
+//! Built only with the private feature `fuzzing`; not part of the public
+//! API: no stability promise, may change or disappear in any release.
 
 use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::peek::{Peek, Peeked};
-use crate::scan::{Method, Outcome, Scanner};
-use crate::sse::{write_event, EventFields, Parser};
+use crate::codec::scan::Scanner;
+pub use crate::codec::scan::{Method, Outcome};
+use crate::codec::sse::{write_event, EventFields, Parser};
+use crate::http::classify::Shape;
+use crate::http::peek::{Peek, PeekLimits};
 
-/// The outcome `Outcome::Method(Method::Initialize)`.
-pub const INITIALIZE: &str = "initialize";
-/// The outcome `Outcome::Method(Method::Discover)`.
-pub const DISCOVER: &str = "server/discover";
-/// The outcome `Outcome::Method(Method::Listen)`.
-pub const LISTEN: &str = "subscriptions/listen";
-/// The outcome `Outcome::Method(Method::Other)`.
-pub const OTHER: &str = "other";
-/// The outcome `Outcome::Batch`.
-pub const BATCH: &str = "batch";
-/// The outcome `Outcome::NoMethod`.
-pub const NO_METHOD: &str = "no-method";
-/// The outcome `Outcome::DuplicateMethod`.
-pub const DUPLICATE_METHOD: &str = "duplicate-method";
-/// The outcome `Outcome::Invalid`.
-pub const INVALID: &str = "invalid";
-
-fn method_name(method: Method) -> &'static str {
-    match method {
-        Method::Initialize => INITIALIZE,
-        Method::Discover => DISCOVER,
-        Method::Listen => LISTEN,
-        Method::Other => OTHER,
-    }
-}
-
-fn outcome_name(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Method(method) => method_name(method),
-        Outcome::Batch => BATCH,
-        Outcome::NoMethod => NO_METHOD,
-        Outcome::DuplicateMethod => DUPLICATE_METHOD,
-        Outcome::Invalid => INVALID,
-    }
-}
-
-/// How the scanner classifies a method name (from the body or a header):
-/// one of [`INITIALIZE`], [`DISCOVER`], [`LISTEN`], [`OTHER`].
-pub fn classify(name: &[u8]) -> &'static str {
-    method_name(Method::from_name(name))
+/// How the scanner classifies a method name (from the body or a header).
+pub fn classify(name: &[u8]) -> Method {
+    Method::from_name(name)
 }
 
 /// What the scanner said after one `feed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanStep {
-    /// `feed`'s answer (an outcome name), if decided.
-    pub decided: Option<&'static str>,
+    /// `feed`'s answer, if decided.
+    pub decided: Option<Outcome>,
     /// `consumed()` after the call.
     pub consumed: usize,
 }
@@ -68,12 +33,12 @@ pub struct ScanStep {
 pub struct ScanRun {
     /// One entry per chunk fed.
     pub steps: Vec<ScanStep>,
-    /// `finish()`'s outcome name.
-    pub outcome: &'static str,
+    /// `finish()`'s outcome.
+    pub outcome: Outcome,
     /// `consumed()` after `finish()`.
     pub consumed: usize,
     /// `method()` after `finish()` (only meaningful for `whole`).
-    pub method: Option<&'static str>,
+    pub method: Option<Method>,
 }
 
 /// Feeds `chunks` to a new scanner (`Scanner::whole()` if `whole`), then
@@ -87,34 +52,55 @@ pub fn scan_run(chunks: &[&[u8]], whole: bool) -> ScanRun {
     let steps = chunks
         .iter()
         .map(|chunk| ScanStep {
-            decided: scanner.feed(chunk).map(outcome_name),
+            decided: scanner.feed(chunk),
             consumed: scanner.consumed(),
         })
         .collect();
-    let outcome = outcome_name(scanner.finish());
+    let outcome = scanner.finish();
     ScanRun {
         steps,
         outcome,
         consumed: scanner.consumed(),
-        method: scanner.method().map(method_name),
+        method: scanner.method(),
     }
 }
 
 /// Feeds `chunks` to a new `Scanner::new()` and finishes it: the outcome
-/// name and `consumed()`.
-pub fn scan(chunks: &[&[u8]]) -> (&'static str, usize) {
+/// and `consumed()`.
+pub fn scan(chunks: &[&[u8]]) -> (Outcome, usize) {
     let run = scan_run(chunks, false);
     (run.outcome, run.consumed)
 }
 
 /// How a watching peek (the listen filter's) classifies `body` delivered in
-/// one chunk by a body that knows it ended: an outcome name. It reads the
-/// rest for a second `method` only when the rest could hold one, so it may
-/// answer the first method where the whole-body scan says [`INVALID`], never
-/// where it says [`DUPLICATE_METHOD`].
-pub fn peek_watching(body: &[u8]) -> &'static str {
+/// one chunk by a body that knows it ended. It reads the rest for a second
+/// `method` only when the rest could hold one, so it may answer the first
+/// method where the whole-body scan says `Invalid`, never where it says
+/// `DuplicateMethod`.
+pub fn peek_watching(body: &[u8]) -> Outcome {
+    let body = once::Once(Some(Bytes::copy_from_slice(body)));
+    let limits = PeekLimits {
+        method: usize::MAX,
+        listen: usize::MAX,
+    };
+    let mut peek = Peek::new(body, limits, true);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match peek.poll_classify(&mut cx) {
+        std::task::Poll::Ready(classified) => match classified.shape {
+            Shape::Decided(outcome) => outcome,
+            // `Once` never fails, and nothing is too large.
+            other => unreachable!("{other:?}"),
+        },
+        // `Once` is always ready.
+        std::task::Poll::Pending => unreachable!("a ready body"),
+    }
+}
+
+mod once {
+    use bytes::Bytes;
+
     /// One chunk, then the end, known as soon as the chunk was taken.
-    struct Once(Option<Bytes>);
+    pub(super) struct Once(pub(super) Option<Bytes>);
 
     impl http_body::Body for Once {
         type Data = Bytes;
@@ -130,14 +116,6 @@ pub fn peek_watching(body: &[u8]) -> &'static str {
         fn is_end_stream(&self) -> bool {
             self.0.is_none()
         }
-    }
-
-    let mut peek = Peek::watching(Once(Some(Bytes::copy_from_slice(body))), usize::MAX);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match peek.poll_classify(&mut cx) {
-        std::task::Poll::Ready(Peeked::Decided(outcome)) => outcome_name(outcome),
-        // `Once` is always ready, and never fails.
-        other => unreachable!("{other:?}"),
     }
 }
 

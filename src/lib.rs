@@ -11,10 +11,15 @@
 //!    `subscriptions/listen` request into the [`HonouredFilter`]: validated,
 //!    authorized per caller, deduplicated, bounded.
 //!
-//! ```
-//! use mcp_edge::{CapabilitiesLayer, ListenFilterLayer, Principal, ServerProfile};
-//! use tower::ServiceBuilder;
+//! [`EdgeLayer`] keeps both with one read of each body; the two layers stay
+//! for a deployment that wants one promise only.
 //!
+//! ```
+//! use mcp_edge::{EdgeLayer, Principal, ServerProfile};
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let profile = ServerProfile::builder()
 //!     .base_capabilities(serde_json::json!({"tools": {}, "resources": {}}))
 //!     .resource_access(|caller: Option<&Principal>, uris: &[&str]| {
@@ -23,48 +28,47 @@
 //!     })
 //!     .build()?;
 //!
-//! // Auth goes outside (it puts the `Principal` in the request extensions),
-//! // compression outside too; the two mcp-edge layers sit next to the server.
-//! let stack = ServiceBuilder::new()
-//!     .layer(CapabilitiesLayer::new(profile.clone()))
-//!     .layer(ListenFilterLayer::new(profile));
-//! # let _ = stack;
-//! # Ok::<(), mcp_edge::BuildError>(())
+//! // Auth and compression go outside; the edge sits next to the server.
+//! let server = service_fn(|_| async { Ok::<_, std::convert::Infallible>(http::Response::new(String::new())) });
+//! let edge = ServiceBuilder::new().layer(EdgeLayer::new(profile)).service(server);
+//! let listen = http::Request::post("/mcp").header("content-type", "application/json")
+//!     .body(r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":"yes"}}}"#.to_owned())?;
+//! let response = edge.oneshot(listen).await?;
+//! // A malformed filter never reaches the server.
+//! assert_eq!(response.status(), 400);
+//! # Ok(())
+//! # }
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod body;
+mod advertise;
 pub mod capabilities;
-mod era;
-mod event_stream;
+mod codec;
+pub mod edge;
 mod filter;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod hooks;
-mod json;
+mod http;
 pub mod jsonrpc;
 pub mod listen_filter;
-mod peek;
 mod profile;
 mod rejection;
-mod replay;
-mod scan;
-mod sse;
-mod swar;
 
-pub use body::ResponseBody;
-pub use capabilities::{Capabilities, CapabilitiesLayer};
-pub use era::Era;
-pub use filter::{honour, HonouredFilter, Kind, Kinds, ListenError, Topic};
-pub use hooks::{
+pub use self::advertise::Era;
+pub use self::capabilities::{Capabilities, CapabilitiesLayer};
+pub use self::edge::{Edge, EdgeLayer};
+pub use self::filter::{honour, HonouredFilter, Kind, Kinds, ListenError, Topic};
+pub use self::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, HookFuture, Principal, PrincipalLookup,
     ResourceAccess, SubscriptionHook, TaskDirectory,
 };
-pub use listen_filter::{ListenFilter, ListenFilterLayer};
-pub use profile::{BuildError, Limits, ServerProfile, ServerProfileBuilder, UnreadableUris};
-pub use rejection::Rejection;
-pub use replay::ReplayBody;
+pub use self::http::RequestBody;
+pub use self::listen_filter::{ListenFilter, ListenFilterLayer};
+pub use self::profile::{BuildError, Limits, ServerProfile, ServerProfileBuilder, UnreadableUris};
+pub use self::rejection::Rejection;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

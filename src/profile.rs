@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-use crate::era::{self, Advertised, Era, Features};
+use crate::advertise::{self, Advertised, Era, Features};
 use crate::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, Principal, PrincipalLookup, ResourceAccess,
     SubscriptionHook, TaskDirectory,
@@ -45,27 +45,55 @@ struct Inner {
     unreadable_uris: UnreadableUris,
 }
 
-/// Bounds on what one listen request may ask for.
+/// Bounds on what the layers read, and on what one listen may ask for.
+///
+/// Build one with [`Limits::new`] (the defaults) and set the fields, or use
+/// the [`ServerProfileBuilder`] methods of the same names. New limits may be
+/// added in later releases, so the struct cannot be written as a literal.
+///
+/// ```
+/// use mcp_edge::{Limits, ServerProfile};
+///
+/// let mut limits = Limits::new();
+/// limits.max_uris = 100;
+/// let profile = ServerProfile::builder().limits(limits).build().unwrap();
+/// assert_eq!(profile.limits().max_uris, 100);
+/// assert_eq!(profile.limits().max_peek, 1024 * 1024);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
-    /// Most URIs in `resourceSubscriptions` (default 1000).
+    /// Most URIs in a listen's `resourceSubscriptions` (default 1000).
     pub max_uris: usize,
-    /// Most task ids in `taskIds` (default 1000).
+    /// Most task ids in a listen's `taskIds` (default 1000).
     pub max_task_ids: usize,
-    /// Most bytes of a listen request body the layer buffers (default 1 MiB).
-    /// It also bounds how far into a JSON `POST` the layers look for its
-    /// `method` (the listen filter answers 413 past it) and the largest JSON
-    /// `initialize`/`server/discover` response the capabilities layer rewrites.
+    /// Most bytes of a listen request body, which is read whole (default 1 MiB).
     pub max_listen_body: usize,
+    /// Most bytes of any other `POST` body read to find its top-level
+    /// `method`, and of an `initialize` or `server/discover` body, which is
+    /// read to its end (default 1 MiB).
+    pub max_peek: usize,
+    /// The largest JSON `initialize` or `server/discover` response that is
+    /// rewritten; a longer one passes as it came (default 1 MiB).
+    pub max_rewritten_response: usize,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl Limits {
+    /// The default limits.
+    pub const fn new() -> Self {
         Self {
             max_uris: 1000,
             max_task_ids: 1000,
             max_listen_body: 1024 * 1024,
+            max_peek: 1024 * 1024,
+            max_rewritten_response: 1024 * 1024,
         }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -87,7 +115,7 @@ impl ServerProfile {
 
     /// The capabilities advertised in `era`, before any per-caller narrowing.
     pub fn capabilities(&self, era: Era) -> &Map<String, Value> {
-        &self.advertised(era).map
+        self.advertised(era).map()
     }
 
     pub(crate) fn advertised(&self, era: Era) -> &Advertised {
@@ -104,7 +132,7 @@ impl ServerProfile {
         let mut caps = original.clone();
         if let Some(narrowing) = &self.inner.narrowing {
             narrowing.narrow(caller, era, &mut caps);
-            era::restrict(&mut caps, original);
+            advertise::restrict(&mut caps, original);
         }
         caps
     }
@@ -119,7 +147,7 @@ impl ServerProfile {
         self.inner.principal.principal(parts)
     }
 
-    /// The limits on listen requests.
+    /// The limits on what the layers read and a listen may ask for.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
     }
@@ -151,8 +179,8 @@ impl fmt::Debug for ServerProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inner = &self.inner;
         f.debug_struct("ServerProfile")
-            .field("legacy", &inner.legacy.map)
-            .field("modern", &inner.modern.map)
+            .field("legacy", inner.legacy.map())
+            .field("modern", inner.modern.map())
             .field("resource_access", &inner.resource_access.is_some())
             .field("subscription_hook", &inner.subscription_hook.is_some())
             .field("tasks", &inner.task_directory.is_some())
@@ -249,9 +277,29 @@ impl ServerProfileBuilder {
         self
     }
 
-    /// Most bytes of a listen body the layer buffers (default 1 MiB).
+    /// Most bytes of a listen request body, which is read whole (default 1 MiB).
     pub fn max_listen_body(mut self, bytes: usize) -> Self {
         self.limits.max_listen_body = bytes;
+        self
+    }
+
+    /// Most bytes of any other `POST` body read to find its `method`, and of
+    /// an `initialize` or `server/discover` body (default 1 MiB).
+    pub fn max_peek(mut self, bytes: usize) -> Self {
+        self.limits.max_peek = bytes;
+        self
+    }
+
+    /// The largest JSON `initialize` or `server/discover` response that is
+    /// rewritten (default 1 MiB).
+    pub fn max_rewritten_response(mut self, bytes: usize) -> Self {
+        self.limits.max_rewritten_response = bytes;
+        self
+    }
+
+    /// All the limits at once.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -264,7 +312,7 @@ impl ServerProfileBuilder {
     /// Validates the entries and computes the capabilities of both eras.
     pub fn build(self) -> Result<ServerProfile, BuildError> {
         let base = match self.base {
-            None => era::default_base(),
+            None => advertise::default_base(),
             Some(Value::Object(base)) => base,
             Some(_) => return Err(BuildError::BaseNotObject),
         };
@@ -283,6 +331,8 @@ impl ServerProfileBuilder {
             ("max_uris", self.limits.max_uris),
             ("max_task_ids", self.limits.max_task_ids),
             ("max_listen_body", self.limits.max_listen_body),
+            ("max_peek", self.limits.max_peek),
+            ("max_rewritten_response", self.limits.max_rewritten_response),
         ] {
             if value == 0 {
                 return Err(BuildError::ZeroLimit { limit });
@@ -297,8 +347,8 @@ impl ServerProfileBuilder {
         };
         Ok(ServerProfile {
             inner: Arc::new(Inner {
-                legacy: Advertised::new(era::compute(&base, features, Era::Legacy)),
-                modern: Advertised::new(era::compute(&base, features, Era::Modern)),
+                legacy: Advertised::new(advertise::compute(&base, features, Era::Legacy)),
+                modern: Advertised::new(advertise::compute(&base, features, Era::Modern)),
                 resource_access: self.resource_access,
                 subscription_hook: self.subscription_hook,
                 task_directory,
@@ -386,7 +436,7 @@ mod tests {
             json!({"tools":{"listChanged":true},"resources":{"listChanged":true,"subscribe":true},"prompts":{"listChanged":true},"logging":{}})
         );
         assert_eq!(
-            profile.advertised(Era::Modern).json,
+            profile.advertised(Era::Modern).json(),
             serde_json::to_string(&caps(&profile, Era::Modern)).unwrap()
         );
     }
@@ -528,31 +578,50 @@ mod tests {
     #[test]
     fn defaults_and_settable_limits() {
         let profile = ServerProfile::builder().build().unwrap();
+        let limits = *profile.limits();
         assert_eq!(
-            *profile.limits(),
-            Limits {
-                max_uris: 1000,
-                max_task_ids: 1000,
-                max_listen_body: 1 << 20
-            }
+            (
+                limits.max_uris,
+                limits.max_task_ids,
+                limits.max_listen_body,
+                limits.max_peek,
+                limits.max_rewritten_response
+            ),
+            (1000, 1000, 1 << 20, 1 << 20, 1 << 20)
         );
+        assert_eq!(limits, Limits::default());
         assert_eq!(profile.unreadable_uris(), UnreadableUris::Drop);
         let profile = ServerProfile::builder()
             .max_uris(5)
             .max_task_ids(6)
             .max_listen_body(7)
+            .max_peek(8)
+            .max_rewritten_response(9)
             .unreadable_uris(UnreadableUris::Refuse)
             .build()
             .unwrap();
+        let limits = *profile.limits();
         assert_eq!(
-            *profile.limits(),
-            Limits {
-                max_uris: 5,
-                max_task_ids: 6,
-                max_listen_body: 7
-            }
+            (
+                limits.max_uris,
+                limits.max_task_ids,
+                limits.max_listen_body,
+                limits.max_peek,
+                limits.max_rewritten_response
+            ),
+            (5, 6, 7, 8, 9)
         );
         assert_eq!(profile.unreadable_uris(), UnreadableUris::Refuse);
+        let mut all = Limits::new();
+        all.max_peek = 10;
+        let profile = ServerProfile::builder().limits(all).build().unwrap();
+        assert_eq!(*profile.limits(), all);
+        for zero in [
+            ServerProfile::builder().max_peek(0),
+            ServerProfile::builder().max_rewritten_response(0),
+        ] {
+            assert!(matches!(zero.build(), Err(BuildError::ZeroLimit { .. })));
+        }
     }
 
     #[test]

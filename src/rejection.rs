@@ -2,11 +2,10 @@
 
 use std::fmt;
 
+use bytes::Bytes;
 use http::{Response, StatusCode};
-use http_body::Body;
 use serde_json::value::RawValue;
 
-use crate::body::ResponseBody;
 use crate::filter::ListenError;
 use crate::jsonrpc::{JsonRpcError, HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR};
 
@@ -23,7 +22,7 @@ pub enum Rejection {
     Parse,
     /// The request is not a valid listen request (-32600, 400); the message says why.
     InvalidRequest(&'static str),
-    /// The body is longer than the listen body limit (413).
+    /// The body is longer than the layer reads (413).
     BodyTooLarge {
         /// The limit in bytes.
         limit: usize,
@@ -64,7 +63,7 @@ impl Rejection {
     }
 
     /// The response: the JSON-RPC error for `id`, with `self` in its extensions.
-    pub(crate) fn into_response<B: Body>(self, id: Option<&RawValue>) -> Response<ResponseBody<B>> {
+    pub(crate) fn into_response<B: From<Bytes>>(self, id: Option<&RawValue>) -> Response<B> {
         let mut response = self.to_jsonrpc().to_response(id);
         response.extensions_mut().insert(self);
         response

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use mcp_edge::{CapabilitiesLayer, ListenFilterLayer, ResponseBody, ServerProfile};
+use mcp_edge::{capabilities, listen_filter, CapabilitiesLayer, ListenFilterLayer, ServerProfile};
 use serde_json::Value;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
@@ -25,7 +25,7 @@ use common::{ack_event, post_json, post_stream, sse_messages, InnerRequest, SUBS
 
 const TOOLS: &str = r#"{"toolsListChanged":true}"#;
 
-type Out = Response<ResponseBody<ResponseBody<Body>>>;
+type Out = Response<capabilities::ResponseBody<listen_filter::ResponseBody<Body>>>;
 
 /// Both layers in front of `inner`.
 fn stack<F, Fut, E>(

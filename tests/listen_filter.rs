@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http::{header, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_edge::{
-    HonouredFilter, ListenFilterLayer, Principal, Rejection, ReplayBody, ServerProfile,
+    HonouredFilter, ListenFilterLayer, Principal, Rejection, RequestBody, ServerProfile,
 };
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -359,7 +359,7 @@ async fn over_tcp_with_hyper() {
 
 /// A gRPC-style inner service: answers a listen with the ack it was handed.
 async fn grpc_inner(
-    request: http::Request<ReplayBody<tonic::body::Body>>,
+    request: http::Request<RequestBody<tonic::body::Body>>,
 ) -> Result<http::Response<tonic::body::Body>, Infallible> {
     let filter = request
         .extensions()

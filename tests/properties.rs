@@ -13,7 +13,7 @@ mod peek_oracle;
 #[path = "../fuzz/common/sse_oracle.rs"]
 mod sse_oracle;
 
-use mcp_edge::fuzzing::{self, sse_parse, sse_write};
+use mcp_edge::fuzzing::{self, sse_parse, sse_write, Method, Outcome};
 use mcp_edge::ListenError;
 use proptest::prelude::*;
 
@@ -488,16 +488,16 @@ fn method_peek_generator_covers_every_outcome() {
         seen.insert(fuzzing::scan(&[doc.as_bytes()]).0);
     }
     for outcome in [
-        fuzzing::INITIALIZE,
-        fuzzing::DISCOVER,
-        fuzzing::LISTEN,
-        fuzzing::OTHER,
-        fuzzing::BATCH,
-        fuzzing::NO_METHOD,
-        fuzzing::DUPLICATE_METHOD,
-        fuzzing::INVALID,
+        Outcome::Method(Method::Initialize),
+        Outcome::Method(Method::Discover),
+        Outcome::Method(Method::Listen),
+        Outcome::Method(Method::Other),
+        Outcome::Batch,
+        Outcome::NoMethod,
+        Outcome::DuplicateMethod,
+        Outcome::Invalid,
     ] {
-        assert!(seen.contains(outcome), "{outcome} never generated");
+        assert!(seen.contains(&outcome), "{outcome:?} never generated");
     }
 }
 

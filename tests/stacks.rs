@@ -199,8 +199,7 @@ fn discover(token: Option<&str>) -> Request<Body> {
 /// Needed above the mcp-edge layers wherever a middleware builds its own
 /// response with `ResBody::default()` (tower-http's bearer check and
 /// timeout) or needs one fixed body type (`AsyncRequireAuthorization`):
-/// `mcp_edge::ResponseBody` has no `Default`, and tower-http's
-/// `CompressionBody` is `Default` only when its inner body is.
+/// tower-http's `CompressionBody` is `Default` only when its inner body is.
 fn boxed<B>(response: Response<B>) -> Response<Body>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,

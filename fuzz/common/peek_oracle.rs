@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use mcp_edge::fuzzing::{self, scan_run, ScanRun};
+use mcp_edge::fuzzing::{self, scan_run, Method, Outcome, ScanRun};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Runs every check for `body` split into `chunks` (their concatenation must be `body`).
@@ -55,7 +55,7 @@ pub fn check(body: &[u8], chunks: &[&[u8]]) {
         } else {
             assert_eq!(
                 one.outcome,
-                fuzzing::INVALID,
+                Outcome::Invalid,
                 "an undecided body finishes invalid"
             );
             assert_eq!(one.consumed, body.len());
@@ -72,16 +72,16 @@ pub fn check(body: &[u8], chunks: &[&[u8]]) {
     let whole = scan_run(&[body], true).outcome;
     let watched = fuzzing::peek_watching(body);
     if watched != whole {
-        assert_eq!(whole, fuzzing::INVALID, "watching peek: {watched}");
+        assert_eq!(whole, Outcome::Invalid, "watching peek: {watched:?}");
         assert!(
             [
-                fuzzing::OTHER,
-                fuzzing::INITIALIZE,
-                fuzzing::DISCOVER,
-                fuzzing::LISTEN
+                Outcome::Method(Method::Other),
+                Outcome::Method(Method::Initialize),
+                Outcome::Method(Method::Discover),
+                Outcome::Method(Method::Listen)
             ]
             .contains(&watched),
-            "watching peek: {watched}"
+            "watching peek: {watched:?}"
         );
     }
 }
@@ -90,7 +90,7 @@ pub fn check(body: &[u8], chunks: &[&[u8]]) {
 /// is consumed.
 fn check_steps(run: &ScanRun, chunks: &[&[u8]]) {
     let mut fed = 0;
-    let mut decided: Option<(&str, usize)> = None;
+    let mut decided: Option<(Outcome, usize)> = None;
     for (step, chunk) in run.steps.iter().zip(chunks) {
         fed += chunk.len();
         match decided {
@@ -159,31 +159,31 @@ impl<'de> Visitor<'de> for DocVisitor {
 }
 
 /// What the scanner must answer for a body serde_json accepts (None if it does not).
-pub fn oracle(body: &[u8], whole: bool) -> Option<&'static str> {
+pub fn oracle(body: &[u8], whole: bool) -> Option<Outcome> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let doc = de.deserialize_any(DocVisitor).ok()?;
     de.end().ok()?;
     Some(match doc {
-        Doc::Array => fuzzing::BATCH,
-        Doc::Scalar => fuzzing::INVALID,
+        Doc::Array => Outcome::Batch,
+        Doc::Scalar => Outcome::Invalid,
         Doc::Object(members) => {
             let mut methods = members.iter().filter(|(k, _)| k == "method");
             match methods.next() {
-                None => fuzzing::NO_METHOD,
+                None => Outcome::NoMethod,
                 Some((_, serde_json::Value::String(name))) => {
                     let first = fuzzing::classify(name.as_bytes());
-                    let intercepted = first != fuzzing::OTHER;
+                    let intercepted = first != Method::Other;
                     if methods.next().is_some() && (intercepted || whole) {
-                        fuzzing::DUPLICATE_METHOD
+                        Outcome::DuplicateMethod
                     } else {
-                        first
+                        Outcome::Method(first)
                     }
                 }
                 // A watching scan reads on past a non-string first method:
                 // a later `method` could still be a listen.
-                Some(_) if whole && methods.next().is_some() => fuzzing::DUPLICATE_METHOD,
-                Some(_) if whole => fuzzing::OTHER,
-                Some(_) => fuzzing::NO_METHOD,
+                Some(_) if whole && methods.next().is_some() => Outcome::DuplicateMethod,
+                Some(_) if whole => Outcome::Method(Method::Other),
+                Some(_) => Outcome::NoMethod,
             }
         }
     })

@@ -7,7 +7,7 @@ use crate::ServerProfile;
 /// `initialize` and `server/discover` results from a [`ServerProfile`].
 #[derive(Debug, Clone)]
 pub struct CapabilitiesLayer {
-    profile: ServerProfile,
+    pub(super) profile: ServerProfile,
 }
 
 impl CapabilitiesLayer {
@@ -21,6 +21,6 @@ impl<S> Layer<S> for CapabilitiesLayer {
     type Service = Capabilities<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Capabilities::new(inner, self.profile.clone())
+        Capabilities::from_layer(inner, self.clone())
     }
 }

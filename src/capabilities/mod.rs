@@ -12,16 +12,24 @@
 //! responses are both handled; in an SSE response only the event carrying
 //! the result is rewritten.
 //!
-//! Error responses, responses for another id, non-JSON bodies and responses
-//! with a `Content-Encoding` pass through unchanged (place the layer inside
-//! compression). Every other request reaches the inner service untouched:
-//! its body is read only until its top-level `method` is known and then
-//! replayed, never buffered whole.
+//! Error responses, responses for another id, responses that are neither
+//! JSON nor SSE and responses with a `Content-Encoding` pass through
+//! unchanged (place the layer inside compression). Every other request
+//! reaches the inner service untouched: its body is read only until its
+//! top-level `method` is known and then replayed, never buffered whole.
 //!
-//! A request whose `Mcp-Method` header and body `method` disagree, where
-//! either is `initialize` or `server/discover`, is answered with -32020; an
-//! `initialize` or `server/discover` longer than the profile's body limit
-//! with 413. A compressed request body is not looked into.
+//! What is looked into is the one rule every mcp-edge layer follows: a
+//! `POST` whose body is JSON, has no `Content-Type`, or whose `Mcp-Method`
+//! header names `initialize` or `server/discover`. A request whose
+//! `Mcp-Method` header and body `method` disagree, where either is
+//! `initialize` or `server/discover`, is answered with -32020; an
+//! `initialize` or `server/discover` longer than the profile's
+//! [`max_peek`](crate::Limits::max_peek) with 413. A compressed request body
+//! is not looked into.
+//!
+//! To keep both promises, [`EdgeLayer`](crate::EdgeLayer) applies this layer
+//! and [`ListenFilterLayer`](crate::ListenFilterLayer) with one read of
+//! each body.
 //!
 //! # Example
 //!
@@ -64,14 +72,15 @@
 //! # }
 //! ```
 
+mod body;
 mod future;
 mod layer;
 mod rewrite;
 mod service;
 
+pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
 pub use self::layer::CapabilitiesLayer;
-pub(crate) use self::rewrite::ResultRewrite;
 pub use self::service::Capabilities;
 
 #[cfg(test)]

@@ -1,10 +1,17 @@
+//! The capabilities rewrite of an `initialize` or `server/discover`
+//! response: what it is rewritten with ([`Target`]), the JSON rewrite, and
+//! the rule for an SSE response ([`ResultRewrite`]).
+
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use bytes::Bytes;
 
-use crate::era::{self, Advertised, Era, Skip};
-use crate::event_stream::EventRule;
-use crate::sse::Event;
+use crate::advertise::{Advertised, Era, MANAGED, TASKS_EXTENSION};
+use crate::codec::json;
+use crate::codec::sse::Event;
+use crate::http::event_stream::EventRule;
+use crate::http::intercept::JsonRule;
 use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
@@ -33,16 +40,22 @@ impl Target {
             narrowed,
         }
     }
+}
 
-    /// The rewritten JSON-RPC response, or why `body` is left alone.
-    pub(crate) fn rewrite(&self, body: &str) -> Result<String, Skip> {
+impl JsonRule for Target {
+    fn limit(&self) -> usize {
+        self.profile.limits().max_rewritten_response
+    }
+
+    /// The rewritten JSON-RPC response, or why `text` is left alone.
+    fn rewrite(&self, text: &str) -> Result<String, Skip> {
         let caps = self
             .narrowed
             .as_ref()
             .unwrap_or_else(|| self.profile.advertised(self.era));
         // Capabilities that depend on the caller must not be cached for others.
         let private = self.narrowed.is_some() && self.era == Era::Modern;
-        era::rewrite_response(body, &self.id, caps, private)
+        rewrite_response(text, &self.id, caps, private)
     }
 }
 
@@ -75,5 +88,504 @@ impl EventRule for ResultRewrite {
 
     fn passes_rest(&self) -> bool {
         self.done
+    }
+}
+
+/// The members of a JSON object as a parser that keeps the last of duplicate
+/// keys reads them: each key once, at its first place, with its last value.
+fn last_wins(members: json::Members<'_>) -> json::Members<'_> {
+    let mut distinct: json::Members<'_> = Vec::with_capacity(members.len());
+    for (key, value) in members {
+        match distinct.iter_mut().find(|(seen, _)| *seen == key) {
+            Some(slot) => slot.1 = value,
+            None => distinct.push((key, value)),
+        }
+    }
+    distinct
+}
+
+/// The inner service's capabilities `theirs` (valid JSON text) with the
+/// managed keys the profile's: keys the profile does not manage
+/// (`experimental`, foreign `extensions` entries) keep their place and their
+/// bytes, the profile's keys take the place of theirs or follow them.
+/// `None` when theirs hold nothing the profile does not replace (or are not
+/// an object), so the profile's serialized capabilities stand alone.
+fn merge(theirs: &str, ours: &Advertised) -> Option<String> {
+    let members = last_wins(json::members(theirs)?);
+    let mut out = Vec::with_capacity(theirs.len() + ours.json().len());
+    let mut foreign = false;
+    let mut placed: Vec<&str> = Vec::new();
+    out.push(b'{');
+    for (key, value) in &members {
+        let key = key.as_ref();
+        if MANAGED.contains(&key) {
+            continue;
+        }
+        let entries = (key == "extensions")
+            .then(|| json::members(value))
+            .flatten();
+        if let Some(entries) = entries {
+            let mut entries = last_wins(entries);
+            entries.retain(|(name, _)| name != TASKS_EXTENSION);
+            if entries.is_empty() {
+                continue;
+            }
+            let mut merged = vec![b'{'];
+            for (name, entry) in &entries {
+                let value = ours.extension(name).unwrap_or_else(|| {
+                    foreign = true;
+                    entry
+                });
+                json::push_member(&mut merged, name, value.as_bytes());
+            }
+            for (name, value) in ours.extensions() {
+                if !entries.iter().any(|(theirs, _)| theirs == name) {
+                    json::push_member(&mut merged, name, value.as_bytes());
+                }
+            }
+            merged.push(b'}');
+            json::push_member(&mut out, key, &merged);
+            placed.push(key);
+            continue;
+        }
+        match ours.value(key) {
+            Some(ours) => {
+                json::push_member(&mut out, key, ours.as_bytes());
+                placed.push(key);
+            }
+            None => {
+                foreign = true;
+                json::push_member(&mut out, key, value.as_bytes());
+            }
+        }
+    }
+    if !foreign {
+        return None;
+    }
+    for (key, value) in ours.values() {
+        if !placed.contains(&key) {
+            json::push_member(&mut out, key, value.as_bytes());
+        }
+    }
+    out.push(b'}');
+    // Text and serde_json's output: UTF-8 throughout.
+    String::from_utf8(out).ok()
+}
+
+/// Why a response was passed through without a rewrite.
+type Skip = &'static str;
+
+/// What the rewrite puts in place of a value of `result`.
+#[derive(Clone, Copy)]
+enum Put {
+    Capabilities,
+    Private,
+}
+
+/// Rewrites the JSON-RPC response `text` to request `id`: every
+/// `result.capabilities` becomes the inner's capabilities (the last, as a
+/// parser that keeps the last of duplicate keys reads them) with the managed
+/// keys `caps`' (see [`merge`]), and every `result.cacheScope`
+/// becomes `"private"` when `private`; missing ones are added at the end of
+/// `result`. Every other byte stays as it was.
+fn rewrite_response(
+    text: &str,
+    id: &str,
+    caps: &Advertised,
+    private: bool,
+) -> Result<String, Skip> {
+    // One checking pass over the response reads the three members it needs
+    // and, in `result`, where the values to replace are.
+    let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
+    let mut places = Vec::new();
+    let (mut theirs, mut foreign, mut members, mut readable) = (None, false, 0, false);
+    json::Walk::document(text, ["id", "error", "result"], |walk, slot| {
+        let value = if slot == 2 && walk.at_object() {
+            let (value, keys) = walk.members(|walk, key| {
+                members += 1;
+                let (value, put) = match key.as_ref() {
+                    "capabilities" => {
+                        let value = read_capabilities(walk, &mut foreign)?;
+                        theirs = Some(value);
+                        (value, Put::Capabilities)
+                    }
+                    "cacheScope" if private => (walk.value()?, Put::Private),
+                    _ => return walk.value().map(drop),
+                };
+                places.push((json::span(text, value), put));
+                Some(())
+            })?;
+            readable = keys;
+            value
+        } else {
+            walk.value()?
+        };
+        json::record([&mut their_id, &mut error, &mut result][slot], value);
+        Some(())
+    })
+    .ok_or("the body is not a JSON object")?;
+    let their_id = their_id
+        .ok()
+        .flatten()
+        .ok_or("the response has no single id")?;
+    if !json::same_id(their_id, id) {
+        return Err("the response is for another request id");
+    }
+    if error.map_or(true, |e| e.is_some()) {
+        return Err("the response is an error");
+    }
+    let result = result
+        .ok()
+        .flatten()
+        .ok_or("the response has no single result")?;
+    if !readable {
+        return Err("the result is not an object");
+    }
+
+    let merged = theirs
+        .filter(|_| foreign)
+        .and_then(|theirs| merge(theirs, caps));
+    let caps_json = merged.as_deref().unwrap_or(caps.json());
+    let replacement = |put| match put {
+        Put::Capabilities => caps_json,
+        Put::Private => "\"private\"",
+    };
+    // Members `result` lacks go before its closing brace.
+    let mut missing = String::new();
+    let mut add = |key: &str, put| {
+        if members > 0 || !missing.is_empty() {
+            missing.push(',');
+        }
+        missing.push('"');
+        missing.push_str(key);
+        missing.push_str("\":");
+        missing.push_str(replacement(put));
+    };
+    if theirs.is_none() {
+        add("capabilities", Put::Capabilities);
+    }
+    if private && !places.iter().any(|(_, put)| matches!(put, Put::Private)) {
+        add("cacheScope", Put::Private);
+    }
+    let mut edits: Vec<(Range<usize>, &str)> = places
+        .into_iter()
+        .map(|(range, put)| (range, replacement(put)))
+        .collect();
+    let close = json::span(text, result).end - 1;
+    edits.push((close..close, &missing));
+    Ok(json::splice(text, &edits))
+}
+
+/// Walks the inner's capabilities; sets `foreign` when they may hold a key
+/// the profile does not manage (when in doubt, so that [`merge`] decides).
+/// Their text.
+fn read_capabilities<'a>(walk: &mut json::Walk<'a>, foreign: &mut bool) -> Option<&'a str> {
+    if !walk.at_object() {
+        return walk.value();
+    }
+    let (text, readable) = walk.members(|walk, key| {
+        if key == "extensions" && walk.at_object() {
+            let (_, readable) = walk.members(|walk, name| {
+                *foreign |= name != TASKS_EXTENSION;
+                walk.value().map(drop)
+            })?;
+            *foreign |= !readable;
+            return Some(());
+        }
+        *foreign |= !MANAGED.contains(&key.as_ref());
+        walk.value().map(drop)
+    })?;
+    *foreign |= !readable;
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map, Value};
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!("test input is an object"),
+        }
+    }
+
+    /// `merge` of `theirs`, parsed back: `None` when the profile's stand alone.
+    fn merged(theirs: &str, profile: &Value) -> Option<Value> {
+        merge(theirs, &Advertised::new(obj(profile.clone())))
+            .map(|out| serde_json::from_str(&out).unwrap())
+    }
+
+    #[test]
+    fn merge_keeps_unmanaged_and_replaces_managed() {
+        let profile = json!({"tools": {"listChanged": true}, "logging": {}});
+        let theirs = r#"{"tools": {"listChanged": false}, "prompts": {}, "experimental": {"x": 1},
+            "extensions": {"io.modelcontextprotocol/tasks": {}, "com.example/y": {}}}"#;
+        assert_eq!(
+            merged(theirs, &profile),
+            Some(
+                json!({"tools": {"listChanged": true}, "logging": {}, "experimental": {"x": 1},
+                   "extensions": {"com.example/y": {}}})
+            )
+        );
+    }
+
+    #[test]
+    fn merge_keeps_the_bytes_and_places_of_foreign_keys() {
+        let profile = obj(json!({"tools": {"listChanged": true}, "logging": {}}));
+        let theirs = r#"{ "experimental" : { "x" : 1.50 }, "tools": {}, "logging": 3 }"#;
+        assert_eq!(
+            merge(theirs, &Advertised::new(profile)).unwrap(),
+            r#"{"experimental":{ "x" : 1.50 },"tools":{"listChanged":true},"logging":{}}"#
+        );
+    }
+
+    #[test]
+    fn merge_merges_profile_extensions() {
+        let profile = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        assert_eq!(
+            merged(r#"{"extensions": {"com.example/y": {"v": 2}}}"#, &profile),
+            Some(
+                json!({"extensions": {"com.example/y": {"v": 2}, "io.modelcontextprotocol/tasks": {}}})
+            )
+        );
+        // Only the tasks extension of theirs: the profile's stand alone.
+        assert_eq!(
+            merged(
+                r#"{"extensions": {"io.modelcontextprotocol/tasks": {"x": 1}}}"#,
+                &profile
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn merge_reads_duplicates_as_last_wins() {
+        let profile = json!({"tools": {}});
+        let theirs = r#"{"experimental":{"a":1},"tools":{"x":1},"experimental":{"b":2}}"#;
+        let out = merge(theirs, &Advertised::new(obj(profile))).unwrap();
+        assert_eq!(out, r#"{"experimental":{"b":2},"tools":{}}"#);
+    }
+
+    #[test]
+    fn merge_is_none_when_everything_is_managed() {
+        let profile = json!({"tools": {}});
+        assert_eq!(merged(r#"{"tools": {}, "prompts": {}}"#, &profile), None);
+        assert_eq!(
+            merged(
+                r#"{"extensions": {"io.modelcontextprotocol/tasks": {}}}"#,
+                &profile
+            ),
+            None
+        );
+        assert_eq!(merged(r#"{"extensions": {}}"#, &profile), None);
+        assert_eq!(merged("[1]", &profile), None);
+        assert_eq!(merged("null", &profile), None);
+        assert_eq!(
+            merged(r#"{"experimental": {}}"#, &profile),
+            Some(json!({"experimental": {}, "tools": {}}))
+        );
+        assert_eq!(
+            merged(r#"{"extensions": {"x/y": {}}}"#, &profile),
+            Some(json!({"extensions": {"x/y": {}}, "tools": {}}))
+        );
+        // Extensions that are not an object: the profile's replace them, or they are kept.
+        assert_eq!(
+            merged(r#"{"extensions": 1}"#, &json!({"extensions": {}})),
+            None
+        );
+        assert_eq!(
+            merged(r#"{"extensions": 1}"#, &profile),
+            Some(json!({"extensions": 1, "tools": {}}))
+        );
+    }
+
+    fn rewrite(body: &str, private: bool) -> Result<Value, Skip> {
+        let caps = Advertised::new(obj(json!({"tools": {"listChanged": true}})));
+        rewrite_response(body, "1", &caps, private).map(|out| serde_json::from_str(&out).unwrap())
+    }
+
+    #[test]
+    fn rewrite_replaces_capabilities_and_keeps_the_rest() {
+        let out = rewrite(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"x","capabilities":{"prompts":{},"experimental":{"a":1}},"serverInfo":{"name":"s"}}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            json!({"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"x",
+                "capabilities":{"tools":{"listChanged":true},"experimental":{"a":1}},"serverInfo":{"name":"s"}}})
+        );
+    }
+
+    #[test]
+    fn rewrite_adds_missing_capabilities_and_private_scope() {
+        let out = rewrite(
+            r#"{"jsonrpc":"2.0","id":1.0,"result":{"cacheScope":"shared"}}"#,
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"cacheScope":"private","capabilities":{"tools":{"listChanged":true}}})
+        );
+        let out = rewrite(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, true).unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"capabilities":{"tools":{"listChanged":true}},"cacheScope":"private"})
+        );
+    }
+
+    #[test]
+    fn rewrite_writes_escaped_keys_back_escaped() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":{"a\"b\u0001":1,"capabilities":{}}}"#;
+        let out = rewrite(body, false).unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"a\"b\u{1}": 1, "capabilities": {"tools": {"listChanged": true}}})
+        );
+    }
+
+    #[test]
+    fn rewrite_skips_what_it_must_not_touch() {
+        assert_eq!(
+            rewrite(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, false),
+            Err("the response is for another request id")
+        );
+        assert_eq!(
+            rewrite(r#"{"jsonrpc":"2.0","id":1,"error":{"code":1}}"#, false),
+            Err("the response is an error")
+        );
+        assert!(rewrite("not json", false).is_err());
+        assert!(rewrite(r#"{"id":1,"result":[]}"#, false).is_err());
+        assert!(rewrite(r#"{"id":1,"id":1,"result":{}}"#, false).is_err());
+    }
+
+    /// The capabilities rewrite as a `Value` model: theirs parsed into a map
+    /// (the last of duplicate keys wins), managed keys removed, the
+    /// profile's inserted.
+    fn model_merge(theirs: &str, profile: &Map<String, Value>) -> Value {
+        let Ok(Value::Object(mut merged)) = serde_json::from_str::<Value>(theirs) else {
+            return Value::Object(profile.clone());
+        };
+        for key in MANAGED {
+            merged.remove(key);
+        }
+        if let Some(Value::Object(ext)) = merged.get_mut("extensions") {
+            ext.remove(TASKS_EXTENSION);
+            if ext.is_empty() {
+                merged.remove("extensions");
+            }
+        }
+        for (key, value) in profile {
+            match (value, merged.get_mut(key)) {
+                (Value::Object(ours), Some(Value::Object(entries))) if key == "extensions" => {
+                    entries.extend(ours.clone());
+                }
+                _ => {
+                    merged.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        Value::Object(merged)
+    }
+
+    const KEYS: [&str; 6] = [
+        "tools",
+        "prompts",
+        "experimental",
+        "extensions",
+        "logging",
+        "x\\u0079",
+    ];
+    const VALUES: [&str; 8] = [
+        "{}",
+        r#"{ "a" : [1, 2.50] }"#,
+        "1",
+        "null",
+        r#"{"io.modelcontextprotocol/tasks":{}}"#,
+        r#"{"x/y":{"v":1},"io.modelcontextprotocol/tasks":{}}"#,
+        r#"{"z/w":{},"z/w":{"again":true}}"#,
+        r#"{"x/y":{}}"#,
+    ];
+
+    fn profiles() -> [Map<String, Value>; 3] {
+        [
+            obj(json!({"tools": {"listChanged": true}, "logging": {}})),
+            obj(json!({"tools": {}, "experimental": {"ours": 1},
+                "extensions": {"io.modelcontextprotocol/tasks": {}, "x/y": {"ours": 2}}})),
+            Map::new(),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Generated capabilities (duplicates, escaped keys, non-object
+        /// values and extensions) merge to what the `Value` model gives.
+        #[test]
+        fn merge_agrees_with_the_value_model(
+            members in proptest::collection::vec((0..KEYS.len(), 0..VALUES.len()), 0..7),
+            profile in 0usize..3,
+            id in proptest::sample::select(vec!["1", "1.0", "2", "\"1\""]),
+            error in proptest::bool::ANY,
+            earlier in proptest::option::of(0..VALUES.len()),
+            scopes in 0usize..3,
+            private in proptest::bool::ANY,
+        ) {
+            let profile = &profiles()[profile];
+            let theirs = members
+                .iter()
+                .map(|&(k, v)| format!("\"{}\": {}", KEYS[k], VALUES[v]))
+                .collect::<Vec<_>>()
+                .join(" , ");
+            let theirs = format!("{{ {theirs} }}");
+            let model = model_merge(&theirs, profile);
+            let ours = Advertised::new(profile.clone());
+            let out = merge(&theirs, &ours)
+                .map_or_else(|| Value::Object(profile.clone()), |out| serde_json::from_str(&out).unwrap());
+            proptest::prop_assert_eq!(&out, &model, "{}", theirs);
+
+            // The same inside a response, which is read in one pass: an
+            // earlier `capabilities` and any `cacheScope` are replaced too.
+            let error = if error { r#","error":{"code":1}"# } else { "" };
+            let earlier = earlier.map_or(String::new(), |v| format!(r#""capabilities":{},"#, VALUES[v]));
+            let scope = r#","cacheScope":"shared" "#.repeat(scopes);
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id}{error},"result":{{{earlier}"capabilities":{theirs},"n":1{scope}}}}}"#
+            );
+            let rewritten = rewrite_response(&body, "1", &ours, private);
+            let expected = if id != "1" && id != "1.0" {
+                Err("the response is for another request id")
+            } else if !error.is_empty() {
+                Err("the response is an error")
+            } else {
+                let mut result = json!({"capabilities": model, "n": 1});
+                if scopes > 0 || private {
+                    result["cacheScope"] = json!(if private { "private" } else { "shared" });
+                }
+                Ok(json!({"jsonrpc": "2.0", "id": serde_json::from_str::<Value>(id).unwrap(),
+                    "result": result}))
+            };
+            proptest::prop_assert_eq!(
+                rewritten.clone().map(|out| serde_json::from_str::<Value>(&out).unwrap()),
+                expected,
+                "{}",
+                body
+            );
+            // A parser that keeps the first of duplicate keys reads the same.
+            if let Ok(out) = rewritten {
+                let first = |key: &str| {
+                    let result = json::unique(&json::members(&out).unwrap(), "result").unwrap().unwrap();
+                    json::members(result).unwrap().into_iter().find(|(k, _)| k == key).map(|(_, v)| v.to_owned())
+                };
+                let caps: Value = serde_json::from_str(&first("capabilities").unwrap()).unwrap();
+                proptest::prop_assert_eq!(&caps, &model);
+                if private {
+                    let scope = first("cacheScope");
+                    proptest::prop_assert_eq!(scope.as_deref(), Some("\"private\""));
+                }
+            }
+        }
     }
 }

@@ -1,34 +1,41 @@
+use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
+use bytes::Bytes;
+use http::request::Parts;
+use http::{response, Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
-use super::CapabilitiesLayer;
-use crate::peek::{content_length, header_method, is_encoded, is_inspected, Peek};
-use crate::replay::ReplayBody;
-use crate::scan::Method;
-use crate::{Rejection, ResponseBody, ServerProfile};
+use super::rewrite::{ResultRewrite, Target};
+use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
+use crate::codec::scan::Method;
+use crate::http::classify::{
+    is_encoded, is_event_stream, is_json, Classified, Head, Interest, Shape,
+};
+use crate::http::intercept::{self, Decision, Gate, Prepared, Respond, Rules};
+use crate::http::peek::{Peek, PeekLimits};
+use crate::{Era, Rejection, RequestBody, ServerProfile};
 
 /// Middleware that fills in the `capabilities` of every `initialize`
 /// (legacy era) and `server/discover` (modern era) result from a
 /// [`ServerProfile`].
 ///
 /// See the [module docs](crate::capabilities) for an example.
-///
-/// Request and response bodies must be `Unpin`, as hyper's, axum's and
-/// tonic's are: the future reads a body before handing it on.
 #[derive(Debug, Clone)]
 pub struct Capabilities<S> {
     inner: S,
-    profile: ServerProfile,
+    layer: CapabilitiesLayer,
 }
 
 impl<S> Capabilities<S> {
     /// Wraps `inner`, advertising what `profile` offers.
     pub fn new(inner: S, profile: ServerProfile) -> Self {
-        Self { inner, profile }
+        Self::from_layer(inner, CapabilitiesLayer::new(profile))
+    }
+
+    pub(super) fn from_layer(inner: S, layer: CapabilitiesLayer) -> Self {
+        Self { inner, layer }
     }
 
     /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with a [`Capabilities`] middleware.
@@ -54,9 +61,9 @@ impl<S> Capabilities<S> {
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Capabilities<S>
 where
-    S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body + Unpin,
-    ResBody: Body + Unpin,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ResBody: Body,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -68,27 +75,112 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let (parts, body) = request.into_parts();
-        if !is_inspected(&parts.method, &parts.headers) || is_encoded(&parts.headers) {
-            let request = Request::from_parts(parts, ReplayBody::pass_through(body));
-            return ResponseFuture::calling(self.inner.call(request), self.profile.clone());
+        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
+    }
+}
+
+/// `initialize` and `server/discover`.
+const INTEREST: Interest = Interest::of(&[Method::Initialize, Method::Discover]);
+
+fn era_of(method: Method) -> Option<Era> {
+    match method {
+        Method::Initialize => Some(Era::Legacy),
+        Method::Discover => Some(Era::Modern),
+        Method::Listen | Method::Other => None,
+    }
+}
+
+/// The capabilities layer takes over `initialize` and `server/discover`
+/// requests and rewrites the inner service's answer to them; it passes
+/// everything else on.
+impl Rules for CapabilitiesLayer {
+    type Take = Target;
+    type Whole = Infallible;
+    type Events = ResultRewrite;
+    type Json = Target;
+
+    fn limits(&self) -> PeekLimits {
+        let limits = self.profile.limits();
+        PeekLimits {
+            method: limits.max_peek,
+            listen: limits.max_listen_body,
         }
-        // The response to this request is decided only once its body was
-        // peeked, so the future calls the inner service later. Take the
-        // service that `poll_ready` readied and leave a clone in its place.
-        let limit = self.profile.limits().max_listen_body;
-        let named = header_method(&parts.headers);
-        if named.is_some_and(Method::is_intercepted)
-            && content_length(&parts.headers).is_some_and(|n| n > limit as u64)
-        {
-            return ResponseFuture::rejected(
-                Rejection::BodyTooLarge { limit },
-                self.profile.clone(),
-            );
+    }
+
+    fn watches(&self) -> bool {
+        false
+    }
+
+    fn gate(&self, head: &Head) -> Gate {
+        // A compressed body cannot be looked into; the layer sits inside
+        // decompression.
+        if !head.inspected(INTEREST) || head.encoded {
+            return Gate::Skip;
         }
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let peek = Peek::new(body, limit);
-        ResponseFuture::peeking(inner, parts, peek, named, self.profile.clone())
+        // Never fail open: an intercepted request too long to read is refused.
+        let limit = self.limits().for_first(head.named);
+        if head.named.is_some_and(Method::is_intercepted) && head.longer_than(limit) {
+            return Gate::Refuse(Rejection::BodyTooLarge { limit });
+        }
+        Gate::Peek
+    }
+
+    fn decide<B: Body>(
+        &self,
+        head: &Head,
+        classified: &Classified,
+        peek: &Peek<B>,
+        parts: &Parts,
+    ) -> Decision<Self> {
+        let method = classified.method();
+        if head.disguises(method, INTEREST) {
+            return Decision::Refuse(Rejection::HeaderMismatch);
+        }
+        let Some(era) = method.and_then(era_of) else {
+            // A body that names no method within the limit cannot be
+            // classified and passes on.
+            return Decision::Pass;
+        };
+        if classified.shape == Shape::TooLarge {
+            // Never fail open: an oversized discover is refused, not passed on unrewritten.
+            let limit = self.limits().method;
+            return Decision::Refuse(Rejection::BodyTooLarge { limit });
+        }
+        // An intercepted method is decided once the whole request is in the
+        // peek (at its closing brace, or at its end when the rest after the
+        // method is plain), and its id with it.
+        let Some(id) = peek.id_text() else {
+            return Decision::Pass;
+        };
+        // The caller matters only to a profile that narrows per caller.
+        let caller = self
+            .profile
+            .narrows_per_caller()
+            .then(|| self.profile.principal(parts))
+            .flatten();
+        Decision::Take(Target::new(id, era, self.profile.clone(), caller.as_ref()))
+    }
+
+    fn whole_limit(&self, whole: &Infallible) -> usize {
+        match *whole {}
+    }
+
+    fn whole(&self, whole: Infallible, _: Parts, _: Bytes) -> Prepared<Self> {
+        match whole {}
+    }
+
+    fn respond(target: Target, parts: &response::Parts) -> Respond<Self> {
+        let headers = &parts.headers;
+        if is_encoded(headers) {
+            tracing::debug!("capabilities: response has a content encoding; passed through");
+            Respond::Pass
+        } else if is_event_stream(headers) {
+            Respond::Events(ResultRewrite::new(target))
+        } else if is_json(headers) {
+            Respond::Json(target)
+        } else {
+            tracing::debug!("capabilities: response is neither JSON nor SSE; passed through");
+            Respond::Pass
+        }
     }
 }

@@ -11,12 +11,12 @@ use http::header::{HeaderName, HeaderValue};
 use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
-use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
+use super::ResponseBody;
 use super::{Capabilities, CapabilitiesLayer};
-use crate::{Era, Principal, Rejection, ReplayBody, ResponseBody, ServerProfile};
+use crate::{Era, Principal, Rejection, RequestBody, ServerProfile};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -198,7 +198,7 @@ async fn try_run(
     let record = seen.clone();
     let service = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(profile.clone()))
-        .service_fn(move |request: Request<ReplayBody<Counted>>| {
+        .service_fn(move |request: Request<RequestBody<Counted>>| {
             let pulled_at_call = pulled.load(Ordering::SeqCst);
             let record = record.clone();
             let reply = reply.clone();
@@ -227,7 +227,7 @@ async fn rejected(profile: &ServerProfile, request: Request<Counted>) -> Out {
     let service = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(profile.clone()))
         .service_fn(
-            |_: Request<ReplayBody<Counted>>| -> Ready<Result<Response<Counted>, Infallible>> {
+            |_: Request<RequestBody<Counted>>| -> Ready<Result<Response<Counted>, Infallible>> {
                 panic!("the inner service was called")
             },
         );
@@ -259,9 +259,9 @@ fn caps_json(profile: &ServerProfile, era: Era) -> String {
 }
 
 /// The raw bytes of member `key` of the JSON object `text`.
-fn member<'a>(text: &'a str, key: &str) -> &'a RawValue {
-    let members = crate::json::members(text).expect("an object");
-    crate::json::unique(&members, key)
+fn member<'a>(text: &'a str, key: &str) -> &'a str {
+    let members = crate::codec::json::members(text).expect("an object");
+    crate::codec::json::unique(&members, key)
         .unwrap()
         .expect("the member is there")
 }
@@ -286,7 +286,7 @@ const INITIALIZE_RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVe
 /// Asserts that `out` is `input` with only the capabilities value replaced,
 /// and returns the new capabilities.
 fn assert_only_caps_changed(out: &str, input: &str, inner_caps: &str) -> Value {
-    let new_caps = member(member(out, "result").get(), "capabilities").get();
+    let new_caps = member(member(out, "result"), "capabilities");
     assert_eq!(
         out,
         input.replacen(inner_caps, new_caps, 1),
@@ -799,7 +799,7 @@ async fn big_pass_through(method_first: bool) -> usize {
     let original = all.clone();
     let service = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(profile()))
-        .service_fn(move |request: Request<ReplayBody<Counted>>| {
+        .service_fn(move |request: Request<RequestBody<Counted>>| {
             record.store(pulled.load(Ordering::SeqCst), Ordering::SeqCst);
             let original = original.clone();
             async move {
@@ -944,7 +944,6 @@ async fn get_delete_and_non_json_posts_are_not_inspected() {
             .header(header::CONTENT_TYPE, "application/json")
             .header("mcp-method", "server/discover"),
         Request::post("/mcp").header(header::CONTENT_TYPE, "text/plain"),
-        Request::post("/mcp"),
     ];
     for builder in requests {
         let request = builder
@@ -967,6 +966,31 @@ async fn get_delete_and_non_json_posts_are_not_inspected() {
         assert_eq!(seen.headers, request_headers, "{method}: headers as sent");
         assert_eq!(out.text(), DISCOVER_RESULT, "{method}: response untouched");
         assert_eq!(out.content_length(), Some(DISCOVER_RESULT.len()));
+    }
+}
+
+#[tokio::test]
+async fn posts_without_a_type_or_named_by_the_header_are_inspected() {
+    // Lenient inner services read any body as JSON: the one rule of what is
+    // inspected covers them too.
+    let profile = profile();
+    let requests = [
+        Request::post("/mcp"),
+        Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "text/plain")
+            .header("mcp-method", "server/discover"),
+    ];
+    for builder in requests {
+        let request = builder.body(Counted::one(DISCOVER)).unwrap();
+        let (out, seen) = run(&profile, request, Reply::json(DISCOVER_RESULT)).await;
+        assert_eq!(seen.body(), DISCOVER.as_bytes());
+        assert_eq!(
+            out.json()["result"]["capabilities"],
+            with_caps(
+                caps(&profile, Era::Modern),
+                json!({"experimental": {"x": 1}})
+            )
+        );
     }
 }
 
@@ -1173,11 +1197,11 @@ async fn anonymous_discover_is_narrowed_and_private() {
     assert_eq!(body["result"]["cacheScope"], "private");
     assert_eq!(out.content_length(), Some(out.body.len()));
     // Everything but the capabilities and the scope keeps its bytes.
-    let result = member(out.text(), "result").get();
+    let result = member(out.text(), "result");
     for key in ["resultType", "supportedVersions", "_meta", "ttlMs"] {
         assert_eq!(
-            member(result, key).get(),
-            member(member(DISCOVER_RESULT, "result").get(), key).get(),
+            member(result, key),
+            member(member(DISCOVER_RESULT, "result"), key),
             "{key}"
         );
     }
@@ -1234,7 +1258,7 @@ async fn narrowed_initialize_has_no_cache_scope() {
 // 11: readiness
 // ---------------------------------------------------------------------------
 
-type MockRequest = Request<ReplayBody<Full<Bytes>>>;
+type MockRequest = Request<RequestBody<Full<Bytes>>>;
 type MockResponse = Response<Full<Bytes>>;
 
 #[tokio::test]
@@ -1375,7 +1399,7 @@ async fn non_clone_bodies_and_send_futures() {
         .check_clone()
         .layer(CapabilitiesLayer::new(profile()))
         .check_clone()
-        .service_fn(|request: Request<ReplayBody<NotClone>>| {
+        .service_fn(|request: Request<RequestBody<NotClone>>| {
             // The body is neither `Clone` nor `Sync`; the layer asks for neither.
             async move {
                 let body = request.into_body().collect().await.unwrap().to_bytes();
@@ -1411,7 +1435,7 @@ fn assert_clone_service<S: Service<Request<NotClone>> + Clone>(_: &S) {}
 fn response_future_is_send_for_send_parts() {
     fn check<S, B, R>()
     where
-        S: Service<Request<ReplayBody<B>>, Response = Response<R>> + Send,
+        S: Service<Request<RequestBody<B>>, Response = Response<R>> + Send,
         S::Future: Send,
         B: Body + Unpin + Send,
         B::Error: Send,
@@ -1424,7 +1448,7 @@ fn response_future_is_send_for_send_parts() {
     }
     check::<
         tower::util::BoxCloneSyncService<
-            Request<ReplayBody<NotClone>>,
+            Request<RequestBody<NotClone>>,
             Response<Full<Bytes>>,
             Infallible,
         >,

@@ -7,10 +7,10 @@ use std::collections::VecDeque;
 use bytes::{Bytes, BytesMut};
 use serde_json::value::RawValue;
 
-use crate::event_stream::EventRule;
+use crate::codec::json;
+use crate::codec::sse::{self, Event};
 use crate::filter::{HonouredFilter, Topic};
-use crate::json;
-use crate::sse::{self, Event};
+use crate::http::event_stream::EventRule;
 
 /// The `_meta` key that tags every message of a listen stream.
 pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -82,10 +82,10 @@ impl Guard {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
         let subscription_id = self.filter.subscription_id().get();
-        let Some(method) = method.and_then(json::string_text) else {
+        let Some(method) = method.and_then(json::string) else {
             // A response: only the listen's own (its graceful close) belongs here.
             return match id {
-                Some(id) if json::same_id_text(id, subscription_id) => Verdict::Pass,
+                Some(id) if json::same_id(id, subscription_id) => Verdict::Pass,
                 _ => Verdict::Drop("response to another request"),
             };
         };
@@ -94,7 +94,7 @@ impl Guard {
             return Verdict::Pass;
         }
         if let Some(tag) = message.tag {
-            if !json::same_id_text(tag, subscription_id) {
+            if !json::same_id(tag, subscription_id) {
                 return Verdict::Drop("another subscription");
             }
         }
@@ -127,7 +127,7 @@ impl Guard {
         };
         match json::unique(&params, "notifications") {
             Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
-                Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), &ack)),
+                Some(ack) => Verdict::Ack(json::splice(data, &[(json::span(data, theirs), &ack)])),
                 None => Verdict::Drop("acknowledgment with a malformed notifications object"),
             },
             _ => Verdict::Drop("acknowledgment without one notifications object"),
@@ -138,19 +138,18 @@ impl Guard {
 /// The acknowledgment to send: what both the honoured `ours` and the inner
 /// service's `theirs` acknowledge, in our order. It never widens what the
 /// inner service agreed to, and never says more than the honoured filter.
-fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
-    let theirs = json::members(theirs.get())?;
+fn narrowed(ours: &RawValue, theirs: &str) -> Option<String> {
+    let theirs = json::members(theirs)?;
     let mut out = String::from("{");
     for (key, value) in json::members(ours.get())? {
         let Ok(Some(their_value)) = json::unique(&theirs, &key) else {
             continue;
         };
-        let kept = if value.get() == "true" {
-            (their_value.get() == "true").then(|| "true".to_owned())
+        let kept = if value == "true" {
+            (their_value == "true").then(|| "true".to_owned())
         } else {
-            let ours: Vec<String> = serde_json::from_str(value.get()).ok()?;
-            let mut theirs: Vec<String> =
-                serde_json::from_str(their_value.get()).unwrap_or_default();
+            let ours: Vec<String> = serde_json::from_str(value).ok()?;
+            let mut theirs: Vec<String> = serde_json::from_str(their_value).unwrap_or_default();
             // Sorted, so a thousand URIs are not compared a million times.
             theirs.sort_unstable();
             let both: Vec<&String> = ours
@@ -173,19 +172,19 @@ fn narrowed(ours: &RawValue, theirs: &RawValue) -> Option<String> {
 }
 
 /// A member present once with a string value, decoded.
-fn string_member(member: json::Member<'_>) -> Option<Cow<'_, str>> {
-    member.ok().flatten().and_then(json::string_text)
+fn string_member(member: json::Found<'_>) -> Option<Cow<'_, str>> {
+    member.ok().flatten().and_then(json::string)
 }
 
 /// What the guard reads of a message: the members `json::members` and
 /// `json::unique` would give, found in one checking pass.
 struct Message<'a> {
-    method: json::Member<'a>,
-    params: json::Member<'a>,
-    id: json::Member<'a>,
+    method: json::Found<'a>,
+    params: json::Found<'a>,
+    id: json::Found<'a>,
     /// `params.uri` and `params.taskId`.
-    uri: json::Member<'a>,
-    task_id: json::Member<'a>,
+    uri: json::Found<'a>,
+    task_id: json::Found<'a>,
     /// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present once.
     tag: Option<&'a str>,
 }
@@ -226,8 +225,8 @@ impl<'a> Message<'a> {
 /// The members of a `params` object the guard reads.
 struct Params<'a> {
     text: &'a str,
-    uri: json::Member<'a>,
-    task_id: json::Member<'a>,
+    uri: json::Found<'a>,
+    task_id: json::Found<'a>,
     tag: Option<&'a str>,
 }
 
@@ -343,13 +342,14 @@ impl EventRule for Guard {
         let verdict = self.judge(&data);
         if let Verdict::Drop(reason) = verdict {
             // Drops are rare (a leaky inner service): re-reading the method is fine.
-            let kind = json::members(&data)
-                .and_then(|m| {
-                    json::unique(&m, "method")
-                        .ok()
-                        .flatten()
-                        .and_then(json::string)
-                })
+            let mut method = Ok(None);
+            let read = json::Walk::document(&data, ["method"], |walk, _| {
+                json::record(&mut method, walk.value()?);
+                Some(())
+            });
+            let kind = read
+                .and(method.ok().flatten())
+                .and_then(json::string)
                 .map(|method| method.into_owned());
             tracing::debug!(
                 reason,
@@ -389,6 +389,7 @@ impl EventRule for Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::json::model;
 
     fn raw(text: &str) -> Box<RawValue> {
         serde_json::from_str(text).unwrap()
@@ -418,15 +419,15 @@ mod tests {
             .unwrap()
     }
 
-    /// The guard's verdict as it was before `json::lookup`: every level
-    /// walked as `json::members`. The new one must agree on every input.
+    /// The guard's verdict with every level read by `serde_json`: the one
+    /// pass of the guard must agree on every input.
     fn members_verdict(filter: &HonouredFilter, data: &str) -> Verdict {
-        fn tag<'a>(params: &json::Members<'a>) -> Option<&'a RawValue> {
+        fn tag<'a>(params: &json::Members<'a>) -> Option<&'a str> {
             let meta = json::unique(params, "_meta").ok().flatten()?;
-            let meta = json::members(meta.get())?;
+            let meta = model::members(meta)?;
             json::unique(&meta, SUBSCRIPTION_ID).ok().flatten()
         }
-        let Some(message) = json::members(data) else {
+        let Some(message) = model::members(data) else {
             return Verdict::Drop("not a JSON-RPC message");
         };
         let (Ok(method), Ok(params), Ok(id)) = (
@@ -438,18 +439,16 @@ mod tests {
         };
         let Some(method) = method.and_then(json::string) else {
             return match id {
-                Some(id) if json::same_id_text(id.get(), filter.subscription_id().get()) => {
-                    Verdict::Pass
-                }
+                Some(id) if json::same_id(id, filter.subscription_id().get()) => Verdict::Pass,
                 _ => Verdict::Drop("response to another request"),
             };
         };
         if !method.starts_with("notifications/") {
             return Verdict::Pass;
         }
-        let params = params.and_then(|p| json::members(p.get()));
+        let params = params.and_then(model::members);
         if let Some(tag) = params.as_ref().and_then(|p| tag(p)) {
-            if !json::same_id_text(tag.get(), filter.subscription_id().get()) {
+            if !json::same_id(tag, filter.subscription_id().get()) {
                 return Verdict::Drop("another subscription");
             }
         }
@@ -466,7 +465,9 @@ mod tests {
                 };
                 return match json::unique(params, "notifications") {
                     Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
-                        Some(ack) => Verdict::Ack(json::splice(data, theirs.get(), &ack)),
+                        Some(ack) => {
+                            Verdict::Ack(json::splice(data, &[(json::span(data, theirs), &ack)]))
+                        }
                         None => {
                             Verdict::Drop("acknowledgment with a malformed notifications object")
                         }
@@ -653,16 +654,16 @@ b"}}"#,
             r#"{"promptsListChanged":true,"resourceSubscriptions":["c","b","a"],"toolsListChanged":true,"taskIds":["t","u"]}"#,
         );
         assert_eq!(
-            narrowed(&ours, &wide).unwrap(),
+            narrowed(&ours, wide.get()).unwrap(),
             r#"{"toolsListChanged":true,"resourceSubscriptions":["a","b"],"taskIds":["t"]}"#
         );
         let narrow = raw(r#"{"resourceSubscriptions":["b"],"toolsListChanged":false}"#);
         assert_eq!(
-            narrowed(&ours, &narrow).unwrap(),
+            narrowed(&ours, narrow.get()).unwrap(),
             r#"{"resourceSubscriptions":["b"]}"#
         );
-        assert_eq!(narrowed(&ours, &raw("{}")).unwrap(), "{}");
-        assert!(narrowed(&ours, &raw("[]")).is_none());
+        assert_eq!(narrowed(&ours, "{}").unwrap(), "{}");
+        assert!(narrowed(&ours, "[]").is_none());
     }
 
     #[test]

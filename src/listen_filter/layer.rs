@@ -7,9 +7,9 @@ use crate::ServerProfile;
 /// filter of every `subscriptions/listen` request for its caller.
 #[derive(Debug, Clone)]
 pub struct ListenFilterLayer {
-    profile: ServerProfile,
-    guard_stream: bool,
-    scan_pass_through: bool,
+    pub(super) profile: ServerProfile,
+    pub(super) guard_stream: bool,
+    pub(super) scan_pass_through: bool,
 }
 
 impl ListenFilterLayer {
@@ -48,8 +48,6 @@ impl<S> Layer<S> for ListenFilterLayer {
     type Service = ListenFilter<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        ListenFilter::new(inner, self.profile.clone())
-            .guard_stream(self.guard_stream)
-            .scan_pass_through(self.scan_pass_through)
+        ListenFilter::from_layer(inner, self.clone())
     }
 }

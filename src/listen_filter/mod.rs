@@ -26,13 +26,19 @@
 //! of duplicate keys never sees a listen the layer did not honour (a body
 //! already read whole whose rest spells neither `method` nor a backslash
 //! needs no scan; [`ListenFilterLayer::scan_pass_through`] switches the scan
-//! off for inner services that refuse duplicate members themselves). A JSON
-//! `POST` must name its method within the profile's body limit (413
-//! otherwise), and a compressed request body is refused with 415: place the
-//! layer inside request decompression. A
-//! `notifications/resources/updated` is honoured for an honoured URI and for
-//! every URI below it by path (`file:///logs` covers `file:///logs/today`,
-//! not `file:///logs2`).
+//! off for inner services that refuse duplicate members themselves). What
+//! is looked into is the one rule every mcp-edge layer follows: a `POST`
+//! whose body is JSON, has no `Content-Type`, or whose `Mcp-Method` header
+//! names `subscriptions/listen`. Such a `POST` must name its method within
+//! the profile's [`max_peek`](crate::Limits::max_peek) (413 otherwise), and a
+//! compressed one is refused with 415: place the layer inside request
+//! decompression. A `notifications/resources/updated` is honoured for an
+//! honoured URI and for every URI below it by path (`file:///logs` covers
+//! `file:///logs/today`, not `file:///logs2`).
+//!
+//! To keep both promises, [`EdgeLayer`](crate::EdgeLayer) applies this layer
+//! and [`CapabilitiesLayer`](crate::CapabilitiesLayer) with one read of each
+//! body.
 //!
 //! # Example
 //!
@@ -71,14 +77,15 @@
 //! # }
 //! ```
 
+mod body;
 mod future;
 mod guard;
 mod layer;
 mod request;
 mod service;
 
+pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
-pub(crate) use self::guard::Guard;
 pub use self::layer::ListenFilterLayer;
 pub use self::service::ListenFilter;
 

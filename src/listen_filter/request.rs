@@ -1,69 +1,69 @@
-//! Reading a buffered listen request: its id and params, and the body
+//! Reading a listen request read whole: its id and params, and the body
 //! rewritten to carry the honoured ack.
 
 use serde_json::value::RawValue;
 
-use crate::json;
-use crate::scan::Method;
+use crate::codec::json::{self, Walk};
+use crate::codec::scan::Method;
+use crate::http::intercept::Refusal;
 use crate::Rejection;
-
-/// A rejection with the request id to echo, when known.
-pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
 
 /// A `subscriptions/listen` request, borrowed from its body.
 pub(crate) struct ListenRequest<'a> {
     text: &'a str,
-    pub(crate) id: &'a RawValue,
-    pub(crate) params: Option<&'a RawValue>,
+    /// The request's id: a string or a number.
+    id: &'a str,
+    /// `params`, when present.
+    pub(crate) params: Option<&'a str>,
 }
 
 impl<'a> ListenRequest<'a> {
-    /// Reads the body of a request the scanner classified as a listen.
+    /// Reads the body of a request the scanner classified as a listen: one
+    /// JSON object, checked whole in one pass, with one `method`, at most
+    /// one `params` and one usable `id`.
     pub(crate) fn parse(body: &'a [u8]) -> Result<Self, Refusal> {
         let text = std::str::from_utf8(body).map_err(|_| (Rejection::Parse, None))?;
-        let members = json::members(text.trim_end()).ok_or((Rejection::Parse, None))?;
-        let id = json::unique(&members, "id").ok().flatten();
-        let refuse = |message| {
-            (
-                Rejection::InvalidRequest(message),
-                id.filter(|id| json::is_usable_id(id))
-                    .map(RawValue::to_owned),
-            )
-        };
-        json::unique(&members, "method")
-            .map_err(|()| refuse("the request has more than one `method`"))?;
-        let params = json::unique(&members, "params")
-            .map_err(|()| refuse("the request has more than one `params`"))?;
-        let id = match id {
-            Some(id) if json::is_usable_id(id) => id,
-            Some(_) => {
+        let (mut id, mut method, mut params) = (Ok(None), Ok(None), Ok(None));
+        Walk::document(text, ["id", "method", "params"], |walk, slot| {
+            json::record([&mut id, &mut method, &mut params][slot], walk.value()?);
+            Some(())
+        })
+        .ok_or((Rejection::Parse, None))?;
+        let usable = id.ok().flatten().filter(|id| json::is_usable_id(id));
+        let refuse = |message| (Rejection::InvalidRequest(message), usable.map(raw));
+        method.map_err(|()| refuse("the request has more than one `method`"))?;
+        let params = params.map_err(|()| refuse("the request has more than one `params`"))?;
+        let id = match (id, usable) {
+            (_, Some(id)) => id,
+            (Ok(Some(_)), None) => {
                 return Err(refuse(
                     "the id of a listen request must be a string or a number",
                 ))
             }
-            None => {
-                return Err(match json::unique(&members, "id") {
-                    Err(()) => refuse("the request has more than one `id`"),
-                    Ok(_) => refuse("a listen request needs an id"),
-                })
-            }
+            (Err(()), None) => return Err(refuse("the request has more than one `id`")),
+            (Ok(None), None) => return Err(refuse("a listen request needs an id")),
         };
         Ok(Self { text, id, params })
     }
 
-    /// The body with `notifications`, a value borrowed from it, replaced by
-    /// `ack`, every other byte kept; `None` if it is not part of the body.
-    pub(crate) fn with_ack(&self, notifications: &str, ack: &RawValue) -> Option<Vec<u8>> {
-        let start = (notifications.as_ptr() as usize).checked_sub(self.text.as_ptr() as usize)?;
-        let head = self.text.as_bytes().get(..start)?;
-        let tail = self.text.as_bytes().get(start + notifications.len()..)?;
-        let ack = ack.get().as_bytes();
-        let mut body = Vec::with_capacity(head.len() + ack.len() + tail.len());
-        body.extend_from_slice(head);
-        body.extend_from_slice(ack);
-        body.extend_from_slice(tail);
-        Some(body)
+    /// The request's id.
+    pub(crate) fn id(&self) -> Box<RawValue> {
+        raw(self.id)
     }
+
+    /// The body with `notifications`, a value borrowed from its `params`,
+    /// replaced by `ack`, every other byte kept.
+    pub(crate) fn with_ack(&self, notifications: &str, ack: &RawValue) -> String {
+        json::splice(
+            self.text,
+            &[(json::span(self.text, notifications), ack.get())],
+        )
+    }
+}
+
+/// A value of a checked document, as a `RawValue`.
+fn raw(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_owned()).expect("the walk checked the value")
 }
 
 /// Whether a JSON-RPC batch holds a listen request (under any of its
@@ -97,8 +97,8 @@ mod tests {
     fn parses_id_and_params() {
         let body = br#"{"jsonrpc":"2.0","id":"a-1","method":"subscriptions/listen","params":{"notifications":{}}}  "#;
         let request = ListenRequest::parse(body).unwrap();
-        assert_eq!(request.id.get(), r#""a-1""#);
-        assert_eq!(request.params.unwrap().get(), r#"{"notifications":{}}"#);
+        assert_eq!(request.id().get(), r#""a-1""#);
+        assert_eq!(request.params.unwrap(), r#"{"notifications":{}}"#);
     }
 
     #[test]
@@ -122,6 +122,13 @@ mod tests {
             )
         );
         assert_eq!(
+            refusal(r#"{"id":1,"id":2,"method":"subscriptions/listen"}"#),
+            (
+                Rejection::InvalidRequest("the request has more than one `id`"),
+                None
+            )
+        );
+        assert_eq!(
             refusal(r#"{"id":null,"method":"subscriptions/listen"}"#).0,
             Rejection::InvalidRequest("the id of a listen request must be a string or a number")
         );
@@ -140,10 +147,10 @@ mod tests {
         let body = br#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true,"x":[1]}}, "extra":true}"#;
         let request = ListenRequest::parse(body).unwrap();
         let ack: Box<RawValue> = serde_json::from_str(r#"{"toolsListChanged":true}"#).unwrap();
-        let params = json::members(request.params.unwrap().get()).unwrap();
+        let params = json::members(request.params.unwrap()).unwrap();
         let notifications = json::unique(&params, "notifications").unwrap().unwrap();
         assert_eq!(
-            String::from_utf8(request.with_ack(notifications.get(), &ack).unwrap()).unwrap(),
+            request.with_ack(notifications, &ack),
             r#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true}}, "extra":true}"#
         );
     }

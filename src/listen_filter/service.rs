@@ -1,40 +1,40 @@
+use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
+use bytes::Bytes;
+use http::request::Parts;
+use http::{response, Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
-use super::ListenFilterLayer;
-use crate::peek::{content_length, header_method, is_encoded, is_json, Peek};
-use crate::replay::ReplayBody;
-use crate::scan::Method;
-use crate::{Rejection, ResponseBody, ServerProfile};
+use super::guard::Guard;
+use super::request::{batch_has_listen, ListenRequest};
+use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
+use crate::codec::scan::{Method, Outcome};
+use crate::filter::honour_at;
+use crate::http::classify::{is_event_stream, Classified, Head, Interest, Shape};
+use crate::http::intercept::{self, Decision, Gate, Prepared, Refusal, Respond, Rules};
+use crate::http::peek::{Peek, PeekLimits};
+use crate::{HonouredFilter, Rejection, RequestBody, ServerProfile};
 
 /// Middleware that turns the `notifications` filter of every
 /// `subscriptions/listen` request into the honoured filter for its caller.
 ///
 /// See the [module docs](crate::listen_filter) for an example.
-///
-/// Request and response bodies must be `Unpin`, as hyper's, axum's and
-/// tonic's are: the future reads a body before handing it on.
 #[derive(Debug, Clone)]
 pub struct ListenFilter<S> {
     inner: S,
-    profile: ServerProfile,
-    guard_stream: bool,
-    scan_pass_through: bool,
+    layer: ListenFilterLayer,
 }
 
 impl<S> ListenFilter<S> {
     /// Wraps `inner`, honouring listen filters by `profile`.
     pub fn new(inner: S, profile: ServerProfile) -> Self {
-        Self {
-            inner,
-            profile,
-            guard_stream: true,
-            scan_pass_through: true,
-        }
+        Self::from_layer(inner, ListenFilterLayer::new(profile))
+    }
+
+    pub(super) fn from_layer(inner: S, layer: ListenFilterLayer) -> Self {
+        Self { inner, layer }
     }
 
     /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with a [`ListenFilter`] middleware.
@@ -44,7 +44,7 @@ impl<S> ListenFilter<S> {
 
     /// Whether to guard the listen response stream (default `true`).
     pub fn guard_stream(mut self, guard: bool) -> Self {
-        self.guard_stream = guard;
+        self.layer = self.layer.guard_stream(guard);
         self
     }
 
@@ -52,7 +52,7 @@ impl<S> ListenFilter<S> {
     /// `method` (default `true`); see
     /// [`ListenFilterLayer::scan_pass_through`].
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
-        self.scan_pass_through = scan;
+        self.layer = self.layer.scan_pass_through(scan);
         self
     }
 
@@ -74,9 +74,9 @@ impl<S> ListenFilter<S> {
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ListenFilter<S>
 where
-    S: Service<Request<ReplayBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body + Unpin,
-    ResBody: Body + Unpin,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ResBody: Body,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -88,43 +88,157 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let (parts, body) = request.into_parts();
-        let named = header_method(&parts.headers);
-        // A POST without a content type is inspected too: a lenient inner
-        // service might read it as JSON.
-        let inspected = parts.method == http::Method::POST
-            && (is_json(&parts.headers)
-                || !parts.headers.contains_key(http::header::CONTENT_TYPE)
-                || named == Some(Method::Listen));
-        if !inspected {
-            let request = Request::from_parts(parts, ReplayBody::pass_through(body));
-            return ResponseFuture::calling(self.inner.call(request), None);
-        }
-        let limit = self.profile.limits().max_listen_body;
-        if is_encoded(&parts.headers) {
-            return ResponseFuture::rejected(Rejection::Encoded, None);
-        }
-        if named == Some(Method::Listen)
-            && content_length(&parts.headers).is_some_and(|n| n > limit as u64)
-        {
-            return ResponseFuture::rejected(Rejection::BodyTooLarge { limit }, None);
-        }
-        // Whether the inner service is called is decided only once the
-        // body was read, so the future calls it later. Take the service that
-        // `poll_ready` readied and leave a clone in its place.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let peek = match self.scan_pass_through {
-            true => Peek::watching(body, limit),
-            false => Peek::new(body, limit),
-        };
-        ResponseFuture::peeking(
-            inner,
-            parts,
-            peek,
-            named,
-            self.profile.clone(),
-            self.guard_stream,
-        )
+        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
     }
+}
+
+/// `subscriptions/listen`.
+const INTEREST: Interest = Interest::of(&[Method::Listen]);
+
+/// What a body is read whole for.
+pub(crate) enum Whole {
+    /// A listen, to honour its filter.
+    Listen,
+    /// A batch, to look for a listen in it.
+    Batch,
+}
+
+/// The listen filter takes over `subscriptions/listen` requests, answers
+/// every request that could hide one, and guards the listen stream.
+impl Rules for ListenFilterLayer {
+    /// The filter to guard the response stream by (when guarded); the guard
+    /// is set up only if the response is an event stream.
+    type Take = Option<HonouredFilter>;
+    type Whole = Whole;
+    type Events = Guard;
+    type Json = Infallible;
+
+    fn limits(&self) -> PeekLimits {
+        let limits = self.profile.limits();
+        PeekLimits {
+            method: limits.max_peek,
+            listen: limits.max_listen_body,
+        }
+    }
+
+    fn watches(&self) -> bool {
+        self.scan_pass_through
+    }
+
+    fn gate(&self, head: &Head) -> Gate {
+        if !head.inspected(INTEREST) {
+            return Gate::Skip;
+        }
+        // Content codings cannot be read through, and a listen could hide behind one.
+        if head.encoded {
+            return Gate::Refuse(Rejection::Encoded);
+        }
+        let limit = self.limits().listen;
+        if head.named == Some(Method::Listen) && head.longer_than(limit) {
+            return Gate::Refuse(Rejection::BodyTooLarge { limit });
+        }
+        Gate::Peek
+    }
+
+    fn decide<B: Body>(
+        &self,
+        head: &Head,
+        classified: &Classified,
+        _: &Peek<B>,
+        _: &Parts,
+    ) -> Decision<Self> {
+        let named = head.named;
+        let listen = Some(Method::Listen);
+        let refuse = Decision::Refuse;
+        match classified.shape {
+            Shape::Decided(Outcome::Method(Method::Listen)) => {
+                let limit = self.limits().listen;
+                if named.is_some_and(|named| named != Method::Listen) {
+                    refuse(Rejection::HeaderMismatch)
+                } else if head.longer_than(limit) {
+                    refuse(Rejection::BodyTooLarge { limit })
+                } else {
+                    Decision::Whole(Whole::Listen)
+                }
+            }
+            Shape::Decided(Outcome::DuplicateMethod) => refuse(Rejection::InvalidRequest(
+                "the request has more than one `method`",
+            )),
+            // The method must be named within the limit: past it, a listen could hide.
+            Shape::TooLarge => refuse(Rejection::BodyTooLarge {
+                limit: self.limits().for_first(classified.first),
+            }),
+            // Not JSON to this layer: a lenient parser behind it could still find a listen.
+            Shape::Decided(Outcome::Invalid) => refuse(Rejection::Parse),
+            Shape::Unreadable if named == listen || classified.first == listen => {
+                refuse(Rejection::BodyUnreadable)
+            }
+            _ if named == listen => refuse(Rejection::HeaderMismatch),
+            Shape::Decided(Outcome::Batch) => Decision::Whole(Whole::Batch),
+            Shape::Decided(_) | Shape::Unreadable => Decision::Pass,
+        }
+    }
+
+    fn whole_limit(&self, whole: &Whole) -> usize {
+        match whole {
+            Whole::Listen => self.limits().listen,
+            Whole::Batch => self.limits().method,
+        }
+    }
+
+    fn whole(&self, whole: Whole, parts: Parts, body: Bytes) -> Prepared<Self> {
+        match whole {
+            Whole::Listen => Prepared::Later(Box::pin(honour_listen(
+                self.profile.clone(),
+                parts,
+                body,
+                self.guard_stream,
+            ))),
+            Whole::Batch => match batch_has_listen(&body) {
+                Some(false) => Prepared::Pass(parts),
+                Some(true) => Prepared::Refuse((
+                    Rejection::InvalidRequest("a batch must not contain a listen request"),
+                    None,
+                )),
+                None => Prepared::Refuse((Rejection::Parse, None)),
+            },
+        }
+    }
+
+    fn respond(filter: Option<HonouredFilter>, parts: &response::Parts) -> Respond<Self> {
+        match filter {
+            Some(filter) if is_event_stream(&parts.headers) => Respond::Events(Guard::new(filter)),
+            _ => Respond::Pass,
+        }
+    }
+}
+
+/// Honours a listen read whole: the request to hand on (its body rewritten
+/// to the honoured ack, the [`HonouredFilter`] in its extensions) and the
+/// filter to guard the stream by, or the refusal.
+async fn honour_listen(
+    profile: ServerProfile,
+    mut parts: Parts,
+    body: Bytes,
+    guard_stream: bool,
+) -> Result<(Parts, Bytes, Option<HonouredFilter>), Refusal> {
+    let listen = ListenRequest::parse(&body)?;
+    let (filter, notifications) =
+        match honour_at(&profile, &parts, listen.id(), listen.params).await {
+            Ok(honoured) => honoured,
+            Err(error) => return Err((Rejection::Listen(error), Some(listen.id()))),
+        };
+    let body = listen.with_ack(notifications, filter.ack());
+    tracing::info!(
+        kinds = ?filter.kinds(),
+        requested_uris = filter.requested_uris(),
+        honoured_uris = filter.resource_uris().count(),
+        requested_task_ids = filter.requested_task_ids(),
+        honoured_task_ids = filter.task_ids().count(),
+        principal = filter.principal().is_some(),
+        "listen honoured"
+    );
+    let guard = guard_stream.then(|| filter.clone());
+    parts.extensions.insert(filter);
+    Ok((parts, body.into(), guard))
 }

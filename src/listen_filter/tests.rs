@@ -21,10 +21,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
-use super::{ListenFilter, ListenFilterLayer, ResponseFuture};
+use super::{ListenFilter, ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::{
-    HonouredFilter, Kind, ListenError, Principal, Rejection, ReplayBody, ResponseBody,
-    ServerProfile, ServerProfileBuilder, Topic, UnreadableUris,
+    HonouredFilter, Kind, ListenError, Principal, Rejection, RequestBody, ServerProfile,
+    ServerProfileBuilder, Topic, UnreadableUris,
 };
 
 // ---------------------------------------------------------------------------
@@ -149,14 +149,14 @@ impl Inner {
     }
 
     /// The handler for `service_fn`.
-    fn handler<B>(&self) -> impl Fn(Request<ReplayBody<B>>) -> Handled + Clone
+    fn handler<B>(&self) -> impl Fn(Request<RequestBody<B>>) -> Handled + Clone
     where
         B: http_body::Body + Send + Unpin + 'static,
         B::Data: Send,
         B::Error: fmt::Debug + Send,
     {
         let inner = self.clone();
-        move |request: Request<ReplayBody<B>>| -> Handled {
+        move |request: Request<RequestBody<B>>| -> Handled {
             let inner = inner.clone();
             Box::pin(async move {
                 let (parts, body) = request.into_parts();
@@ -192,7 +192,7 @@ impl Inner {
 }
 
 /// An inner service that must not be called.
-fn never<B>(_: Request<ReplayBody<B>>) -> Ready<Result<Response<Body>, Infallible>>
+fn never<B>(_: Request<RequestBody<B>>) -> Ready<Result<Response<Body>, Infallible>>
 where
     B: http_body::Body,
 {
@@ -1508,7 +1508,7 @@ fn assert_send<T: Send>(_: &T) {}
 #[derive(Clone)]
 struct Echo;
 
-impl<B: http_body::Body> Service<Request<ReplayBody<B>>> for Echo {
+impl<B: http_body::Body> Service<Request<RequestBody<B>>> for Echo {
     type Response = Response<Body>;
     type Error = Infallible;
     type Future = Ready<Result<Response<Body>, Infallible>>;
@@ -1517,7 +1517,7 @@ impl<B: http_body::Body> Service<Request<ReplayBody<B>>> for Echo {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: Request<ReplayBody<B>>) -> Self::Future {
+    fn call(&mut self, _: Request<RequestBody<B>>) -> Self::Future {
         ready(Ok(Response::new(Body::empty())))
     }
 }
@@ -1529,7 +1529,7 @@ fn layer_and_service_are_clone_send_sync() {
     assert_clone_send_sync::<ListenFilter<axum::routing::Route>>();
     fn future_is_send<S, B>()
     where
-        S: Service<Request<ReplayBody<B>>> + Send,
+        S: Service<Request<RequestBody<B>>> + Send,
         S::Future: Send,
         B: http_body::Body + Send,
         B::Error: Send,
@@ -1585,8 +1585,8 @@ async fn builder_checks_and_send_future() {
 
 #[tokio::test]
 async fn the_readied_service_is_the_one_called() {
-    type Mocked = tower_test::mock::Mock<Request<ReplayBody<Body>>, Response<Body>>;
-    let (mock, mut handle) = tower_test::mock::pair::<Request<ReplayBody<Body>>, Response<Body>>();
+    type Mocked = tower_test::mock::Mock<Request<RequestBody<Body>>, Response<Body>>;
+    let (mock, mut handle) = tower_test::mock::pair::<Request<RequestBody<Body>>, Response<Body>>();
     let mut service: ListenFilter<Mocked> = layer().layer(mock);
 
     // Readiness is the inner service's.

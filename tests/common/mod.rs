@@ -16,7 +16,7 @@ use http::{header, HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use mcp_edge::{Principal, ReplayBody};
+use mcp_edge::{Principal, RequestBody};
 use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -29,7 +29,7 @@ pub const MODERN: &str = "2026-07-28";
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// What reaches the inner service under both layers.
-pub type InnerRequest = Request<ReplayBody<ReplayBody<Body>>>;
+pub type InnerRequest = Request<RequestBody<RequestBody<Body>>>;
 
 // ---------------------------------------------------------------------------
 // Hooks and auth.

@@ -11,8 +11,8 @@ use http::HeaderMap;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
-use crate::replay::poll_bytes;
-use crate::sse::{Event, Parser};
+use super::rewind::poll_bytes;
+use crate::codec::sse::{Event, Parser};
 
 /// What a layer does with the events of a stream.
 pub(crate) trait EventRule {

@@ -15,11 +15,15 @@ use http::request::Parts;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::era::{Era, TASKS_EXTENSION};
+use self::ack::Ack;
+use self::validate::{declares_tasks, validate, Field, Validated};
+use crate::advertise::{Era, TASKS_EXTENSION};
 use crate::hooks::{answer, Principal};
-use crate::json;
 use crate::jsonrpc::{JsonRpcError, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::profile::{ServerProfile, UnreadableUris};
+
+mod ack;
+mod validate;
 
 /// One field of a listen filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -278,26 +282,6 @@ impl fmt::Display for ListenError {
 
 impl std::error::Error for ListenError {}
 
-fn invalid(message: String) -> ListenError {
-    ListenError::InvalidParams(message)
-}
-
-/// The validated, not yet authorized, fields of a filter in request order.
-enum Field<'a> {
-    Flag(Kind, bool),
-    Uris(Vec<Cow<'a, str>>),
-    TaskIds(Vec<Cow<'a, str>>),
-}
-
-/// A filter past steps 1 and 2.
-struct Validated<'a> {
-    fields: Vec<Field<'a>>,
-    /// `params._meta`, for step 3.
-    meta: Option<&'a str>,
-    /// `params.notifications`: what the ack replaces in the body.
-    notifications: &'a str,
-}
-
 /// Honours the `params` of a listen request with JSON-RPC `id` for the
 /// caller of `parts`.
 ///
@@ -330,18 +314,19 @@ pub async fn honour(
     id: &RawValue,
     params: Option<&RawValue>,
 ) -> Result<HonouredFilter, ListenError> {
-    honour_at(profile, parts, id, params)
+    honour_at(profile, parts, id.to_owned(), params.map(RawValue::get))
         .await
         .map(|(filter, _)| filter)
 }
 
-/// [`honour`], also yielding `params.notifications`, so the layer splices the
-/// ack in without reading the params again.
+/// [`honour`] of `params` as JSON text known to be valid, also yielding
+/// `params.notifications`, so the layer splices the ack in without reading
+/// the params again.
 pub(crate) async fn honour_at<'a>(
     profile: &ServerProfile,
     parts: &Parts,
-    id: &RawValue,
-    params: Option<&'a RawValue>,
+    id: Box<RawValue>,
+    params: Option<&'a str>,
 ) -> Result<(HonouredFilter, &'a str), ListenError> {
     let Validated {
         fields,
@@ -436,139 +421,12 @@ pub(crate) async fn honour_at<'a>(
         ack: ack.finish(),
         topics,
         kinds,
-        subscription_id: id.to_owned(),
+        subscription_id: id,
         requested_uris,
         requested_task_ids,
         principal: caller,
     }));
     Ok((filter, notifications))
-}
-
-/// Steps 1 and 2: shape and types, before any hook runs.
-fn validate<'a>(
-    profile: &ServerProfile,
-    params: Option<&'a RawValue>,
-) -> Result<Validated<'a>, ListenError> {
-    let params = params.ok_or_else(|| invalid("`params` is required".into()))?;
-    let members = json::read_members(params.get()).ok_or_else(|| {
-        invalid(format!(
-            "`params` must be an object, got {}",
-            json::kind(params)
-        ))
-    })?;
-    let notifications = json::unique_text(&members, "notifications")
-        .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
-        .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
-    let meta = json::unique_text(&members, "_meta")
-        .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
-    let limits = profile.limits();
-    // The string arrays are read as the walk passes them.
-    let most = limits.max_uris.max(limits.max_task_ids);
-    let entries = json::scan_members(notifications, |key| {
-        if matches!(
-            Kind::from_field(key),
-            Some(Kind::ResourceSubscriptions | Kind::TaskIds)
-        ) {
-            most
-        } else {
-            0
-        }
-    })
-    .or_else(|| json::read_members(notifications))
-    .ok_or_else(|| {
-        invalid(format!(
-            "`params.notifications` must be an object, got {}",
-            json::kind_text(notifications)
-        ))
-    })?;
-
-    let mut seen = Kinds::default();
-    let mut fields = Vec::with_capacity(entries.len());
-    for (name, value, scanned) in entries {
-        let Some(kind) = Kind::from_field(&name) else {
-            continue;
-        };
-        if kind == Kind::TaskIds && !profile.tasks_enabled() {
-            continue;
-        }
-        if seen.contains(kind) {
-            return Err(invalid(format!(
-                "`notifications.{name}` appears more than once"
-            )));
-        }
-        seen.insert(kind);
-        fields.push(match kind {
-            Kind::ResourceSubscriptions => {
-                Field::Uris(strings(kind, value, scanned, limits.max_uris, "URIs")?)
-            }
-            Kind::TaskIds => Field::TaskIds(strings(
-                kind,
-                value,
-                scanned,
-                limits.max_task_ids,
-                "task ids",
-            )?),
-            flag => match value {
-                "true" => Field::Flag(flag, true),
-                "false" => Field::Flag(flag, false),
-                _ => {
-                    return Err(invalid(format!(
-                        "`notifications.{}` must be a boolean, got {}",
-                        flag.field(),
-                        json::kind_text(value)
-                    )))
-                }
-            },
-        });
-    }
-    Ok(Validated {
-        fields,
-        meta,
-        notifications,
-    })
-}
-
-/// An array of at most `max` strings; `scanned` is its items when the walk
-/// already read them.
-fn strings<'a>(
-    kind: Kind,
-    value: &'a str,
-    scanned: Option<Vec<Cow<'a, str>>>,
-    max: usize,
-    what: &str,
-) -> Result<Vec<Cow<'a, str>>, ListenError> {
-    if let Some(items) = scanned.filter(|items| items.len() <= max) {
-        return Ok(items);
-    }
-    // Not a short enough array of strings: read it again, to say why.
-    let field = kind.field();
-    let items: Vec<&'a RawValue> = serde_json::from_str(value).map_err(|_| {
-        invalid(format!(
-            "`notifications.{field}` must be an array of strings, got {}",
-            json::kind_text(value)
-        ))
-    })?;
-    if items.len() > max {
-        return Err(invalid(format!(
-            "`notifications.{field}` lists {} {what}; at most {max} are allowed",
-            items.len()
-        )));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| {
-            json::string(item).ok_or_else(|| {
-                let got = match json::kind(item) {
-                    "a string" => "a string that is not valid Unicode",
-                    other => other,
-                };
-                invalid(format!(
-                    "`notifications.{field}` must be an array of strings, got {got} at index {index}"
-                ))
-            })
-        })
-        .collect()
 }
 
 /// Keeps the first occurrence of each item, in order.
@@ -617,72 +475,6 @@ fn has_tasks_extension(caps: &Map<String, Value>) -> bool {
     caps.get("extensions")
         .and_then(|e| e.get(TASKS_EXTENSION))
         .is_some()
-}
-
-/// `_meta["io.modelcontextprotocol/clientCapabilities"].extensions` has the
-/// tasks extension (objects at every level; anything else declares nothing).
-fn declares_tasks(meta: Option<&str>) -> bool {
-    fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
-        json::unique_text(&json::read_members(object)?, key)
-            .ok()
-            .flatten()
-    }
-    meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
-        .and_then(|caps| member(caps, "extensions"))
-        .and_then(json::read_members)
-        .is_some_and(|extensions| extensions.iter().any(|(key, ..)| key == TASKS_EXTENSION))
-}
-
-/// The acknowledgment's `notifications` object, written in request order.
-struct Ack(String);
-
-impl Ack {
-    fn with_capacity(capacity: usize) -> Self {
-        Self(String::with_capacity(capacity))
-    }
-
-    fn key(&mut self, kind: Kind) {
-        self.0.push(if self.0.is_empty() { '{' } else { ',' });
-        self.0.push('"');
-        self.0.push_str(kind.field());
-        self.0.push_str("\":");
-    }
-
-    fn push_true(&mut self, kind: Kind) {
-        self.key(kind);
-        self.0.push_str("true");
-    }
-
-    fn push_strings(&mut self, kind: Kind, items: &[&Cow<'_, str>]) {
-        self.key(kind);
-        self.0.push('[');
-        for (index, item) in items.iter().enumerate() {
-            if index > 0 {
-                self.0.push(',');
-            }
-            match item {
-                // The request's own text, which has nothing to escape: it is
-                // what serde_json would write.
-                Cow::Borrowed(text) => {
-                    self.0.push('"');
-                    self.0.push_str(text);
-                    self.0.push('"');
-                }
-                Cow::Owned(text) => self
-                    .0
-                    .push_str(&serde_json::to_string(text).expect("strings serialize")),
-            }
-        }
-        self.0.push(']');
-    }
-
-    fn finish(mut self) -> Box<RawValue> {
-        if self.0.is_empty() {
-            self.0.push('{');
-        }
-        self.0.push('}');
-        RawValue::from_string(self.0).expect("the ack is a JSON object")
-    }
 }
 
 #[cfg(test)]

@@ -1,92 +1,49 @@
-//! Borrowed JSON helpers: read an object's members without building a
-//! `Value`, and splice a new value in place of one member's bytes so that
-//! everything else in a document stays byte for byte as it was.
+//! Reading JSON text without building a `Value`, and splicing new values
+//! into it so that every other byte stays as it was.
+//!
+//! One walker, in two modes, does all the reading: a [`Walk`] checks the
+//! text as it goes and accepts exactly what `serde_json` accepts, for text
+//! from the network (a request body, a response, an SSE event's data); a
+//! [`Skim`] trusts the text, because it was checked already (a `RawValue`,
+//! or a part of a document a walk checked), and only finds where things
+//! are. Both hand an object's members to a callback as they pass them, so a
+//! nested member is read in the same pass as its parents. Strings are not
+//! decoded unless asked for, and nesting is tracked without recursion, so
+//! depth is unbounded.
 
 use std::borrow::Cow;
-use std::fmt;
+use std::ops::Range;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::swar::{bytes_below, first_byte, splat, zero_bytes};
+use super::text::{quote_or_backslash, skip_space, string_stop, structural};
 
-/// The members of a JSON object in document order, duplicates kept.
-pub(crate) type Members<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
-
-/// Reads the members of the JSON object `text`; `None` if it is not an object.
-pub(crate) fn members(text: &str) -> Option<Members<'_>> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let members = de.deserialize_map(MembersVisitor).ok()?;
-    de.end().ok()?;
-    Some(members)
+/// A cursor over JSON text; `CHECK` says whether it checks the text (see the
+/// [module docs](self)).
+pub(crate) struct Walker<'a, const CHECK: bool> {
+    text: &'a str,
+    at: usize,
 }
 
-/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
-/// appears more than once.
-pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Result<Option<&'a RawValue>, ()> {
-    single(members.iter().map(|(name, value)| (name, *value)), key)
-}
+/// A walker that checks the text: `None` as soon as it is not JSON.
+pub(crate) type Walk<'a> = Walker<'a, true>;
 
-/// The single value named `key` among `(name, value)` pairs, as [`unique`]
-/// gives it.
-fn single<'n, T>(
-    pairs: impl Iterator<Item = (&'n Cow<'n, str>, T)>,
-    key: &str,
-) -> Result<Option<T>, ()> {
-    let mut found = None;
-    for (_, value) in pairs.filter(|(name, _)| *name == key) {
-        if found.replace(value).is_some() {
-            return Err(());
-        }
-    }
-    Ok(found)
-}
+/// A walker over text known to be valid JSON.
+pub(crate) type Skim<'a> = Walker<'a, false>;
 
-/// One member looked up by name, as [`unique`] gives it.
-pub(crate) type Member<'a> = Result<Option<&'a str>, ()>;
+/// One member looked up by name: absent, present once (its text), or
+/// present more than once (`Err`), which makes it ambiguous.
+pub(crate) type Found<'a> = Result<Option<&'a str>, ()>;
 
 /// Records one more member named like `slot`'s: the second makes it ambiguous.
-pub(crate) fn record<'a>(slot: &mut Member<'a>, value: &'a str) {
+pub(crate) fn record<'a>(slot: &mut Found<'a>, value: &'a str) {
     *slot = match slot {
         Ok(None) => Ok(Some(value)),
         _ => Err(()),
     };
 }
 
-/// A single checking pass over JSON text that hands chosen members to the
-/// caller as it goes, so nested objects are read without a second walk.
-///
-/// It accepts exactly what `serde_json` accepts for a value it skips (the
-/// way [`members`] reads member values): strings are not decoded, so a lone
-/// surrogate escape passes. Nesting is tracked in a bit stack, not by
-/// recursion, so depth is unbounded there too.
-pub(crate) struct Walk<'a> {
-    text: &'a str,
-    at: usize,
-}
-
-/// Index of the first byte that ends a run of plain string bytes: the quote,
-/// a backslash, or a control character JSON does not allow in a string.
-/// Eight bytes at a time (SWAR); a short tail byte by byte.
-fn string_stop(bytes: &[u8]) -> Option<usize> {
-    let is_stop = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
-    let mut offset = 0;
-    let mut rest = bytes;
-    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
-        let word = u64::from_le_bytes(*word);
-        let hits = zero_bytes(word ^ splat(b'"'))
-            | zero_bytes(word ^ splat(b'\\'))
-            | bytes_below(word, 0x20);
-        if hits != 0 {
-            return Some(offset + first_byte(hits));
-        }
-        offset += 8;
-        rest = tail;
-    }
-    rest.iter().position(|&b| is_stop(b)).map(|at| offset + at)
-}
-
-impl<'a> Walk<'a> {
+impl<'a, const CHECK: bool> Walker<'a, CHECK> {
     pub(crate) fn new(text: &'a str) -> Self {
         Self { text, at: 0 }
     }
@@ -106,9 +63,7 @@ impl<'a> Walk<'a> {
     }
 
     fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.at += 1;
-        }
+        self.at = skip_space(self.bytes(), self.at);
     }
 
     /// True when only whitespace is left.
@@ -117,22 +72,22 @@ impl<'a> Walk<'a> {
         self.at == self.text.len()
     }
 
-    /// [`Walk::object`] over the whole of `text`: `None` unless `text` is one
-    /// JSON object whose keys all decode, with only whitespace after it.
+    /// True when the next value is an object.
+    pub(crate) fn at_object(&mut self) -> bool {
+        self.space();
+        self.peek() == Some(b'{')
+    }
+
+    /// [`Walker::object`] over the whole of `text`: `None` unless `text` is
+    /// one JSON object whose keys all decode, with only whitespace after it.
     pub(crate) fn document<const N: usize>(
         text: &'a str,
         names: [&str; N],
         member: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<()> {
-        let mut walk = Walk::new(text);
+        let mut walk = Self::new(text);
         let (_, readable) = walk.object(names, member)?;
         (readable && walk.at_end()).then_some(())
-    }
-
-    /// True when the next value is an object.
-    pub(crate) fn at_object(&mut self) -> bool {
-        self.space();
-        self.peek() == Some(b'{')
     }
 
     /// Skips the rest of a string after its opening quote; true when it has
@@ -141,12 +96,18 @@ impl<'a> Walk<'a> {
         let bytes = self.bytes();
         let mut escaped = false;
         loop {
-            self.at += string_stop(bytes.get(self.at..)?)?;
+            let rest = bytes.get(self.at..)?;
+            self.at += if CHECK {
+                string_stop(rest)?
+            } else {
+                quote_or_backslash(rest)?
+            };
             match self.next()? {
                 b'"' => return Some(escaped),
                 b'\\' => {
                     escaped = true;
                     match self.next()? {
+                        _ if !CHECK => {}
                         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
                         b'u' => {
                             let hex = bytes.get(self.at..self.at + 4)?;
@@ -205,8 +166,8 @@ impl<'a> Walk<'a> {
         (self.bytes().get(self.at..end)? == rest).then(|| self.at = end)
     }
 
-    /// A key's opening quote to its colon; `None` for the raw key text and
-    /// whether it has escapes.
+    /// A key's opening quote to its colon: the raw key text and whether it
+    /// has escapes.
     fn key(&mut self) -> Option<(&'a str, bool)> {
         if self.next()? != b'"' {
             return None;
@@ -218,10 +179,55 @@ impl<'a> Walk<'a> {
         (self.next()? == b':').then_some((key, escaped))
     }
 
-    /// Checks and skips one value; its text, as [`RawValue::get`] gives it.
+    /// Skips one value; its text, as [`RawValue::get`] gives it.
     pub(crate) fn value(&mut self) -> Option<&'a str> {
         self.space();
         let start = self.at;
+        if CHECK {
+            self.checked_value()?;
+        } else {
+            self.skimmed_value()?;
+        }
+        self.text.get(start..self.at)
+    }
+
+    /// Skips a value of valid text: only strings and brackets matter.
+    fn skimmed_value(&mut self) -> Option<()> {
+        let bytes = self.bytes();
+        match self.next()? {
+            b'"' => self.string().map(drop),
+            b'{' | b'[' => {
+                let mut depth = 1usize;
+                loop {
+                    self.at += structural(bytes.get(self.at..)?)?;
+                    match self.next()? {
+                        b'"' => {
+                            self.string()?;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        _ => {
+                            depth -= 1;
+                            if depth == 0 {
+                                return Some(());
+                            }
+                        }
+                    }
+                }
+            }
+            // A number or a literal: up to the next delimiter.
+            _ => {
+                let rest = bytes.get(self.at..)?;
+                self.at += rest
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                    .unwrap_or(rest.len());
+                Some(())
+            }
+        }
+    }
+
+    /// Checks and skips one value.
+    fn checked_value(&mut self) -> Option<()> {
         // Open containers, innermost in the lowest bit: 1 for an object.
         // Past 64 levels the outer ones spill into `deep`.
         let (mut open, mut depth, mut deep) = (0u64, 0usize, Vec::new());
@@ -257,7 +263,7 @@ impl<'a> Walk<'a> {
             // After a value: close what ends here, or move to the next one.
             loop {
                 if depth == 0 {
-                    return self.text.get(start..self.at);
+                    return Some(());
                 }
                 self.space();
                 let object = open & 1 == 1;
@@ -283,12 +289,10 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// Checks and walks the object next in the text. Each member whose key
-    /// decodes to one of `names` is handed to `member` with its index, to read
-    /// the value (with [`Walk::value`] or a nested [`Walk::object`]); other
-    /// values are skipped. `Some(false)` when a key does not decode, which
-    /// makes the object unreadable to [`members`]; `None` when the text is not
-    /// valid JSON or the object is not one. With the object's text.
+    /// Walks the object next in the text. Each member whose key decodes to
+    /// one of `names` is handed to `member` with its index, to read the value
+    /// (with [`Walker::value`] or a nested [`Walker::object`]); other values
+    /// are skipped. See [`Walker::members`] for what it returns.
     pub(crate) fn object<const N: usize>(
         &mut self,
         names: [&str; N],
@@ -302,8 +306,12 @@ impl<'a> Walk<'a> {
         )
     }
 
-    /// [`Walk::object`] handing every member whose key decodes to `member`
-    /// with the decoded key (borrowed when it has no escape).
+    /// Walks the object next in the text, handing every member whose key
+    /// decodes to `member` with the decoded key (borrowed when it has no
+    /// escape); `member` must read the value. The object's text, and whether
+    /// every key decoded (a key with a lone surrogate escape does not, which
+    /// makes the object unreadable to `serde_json`'s maps); `None` when the
+    /// next value is not an object, or (checking) not valid JSON.
     pub(crate) fn members(
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
@@ -341,34 +349,101 @@ impl<'a> Walk<'a> {
             }
         }
     }
-}
 
-struct MembersVisitor;
-
-impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Members<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            let value: &'de RawValue = map.next_value()?;
-            members.push((key, value));
+    /// The items of the array next in the text when it holds at most `max`
+    /// strings that all decode; otherwise `None`, and the walker has not
+    /// moved (so the value can be read another way).
+    ///
+    /// Items are borrowed unless they hold an escape, so a borrowed item is
+    /// exactly the JSON text between its quotes.
+    pub(crate) fn strings(&mut self, max: usize) -> Option<Vec<Cow<'a, str>>> {
+        let start = self.at;
+        let items = self.string_items(max);
+        if items.is_none() {
+            self.at = start;
         }
-        Ok(members)
+        items
+    }
+
+    /// The next value's text, and its items when it is an array of at most
+    /// `max` strings that all decode (see [`Walker::strings`]).
+    pub(crate) fn value_and_strings(
+        &mut self,
+        max: usize,
+    ) -> Option<(&'a str, Option<Vec<Cow<'a, str>>>)> {
+        self.space();
+        let start = self.at;
+        if max > 0 {
+            if let Some(items) = self.strings(max) {
+                return Some((self.text.get(start..self.at)?, Some(items)));
+            }
+        }
+        Some((self.value()?, None))
+    }
+
+    fn string_items(&mut self, max: usize) -> Option<Vec<Cow<'a, str>>> {
+        self.space();
+        if self.next()? != b'[' {
+            return None;
+        }
+        self.space();
+        // Each item takes at least three bytes (`"",`).
+        let left = self.text.len() - self.at;
+        let mut items = Vec::with_capacity(max.min(left / 3 + 1));
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Some(items);
+        }
+        loop {
+            if items.len() == max || self.next()? != b'"' {
+                return None;
+            }
+            let start = self.at;
+            let escaped = self.string()?;
+            items.push(if escaped {
+                Cow::Owned(serde_json::from_str(self.text.get(start - 1..self.at)?).ok()?)
+            } else {
+                Cow::Borrowed(self.text.get(start..self.at - 1)?)
+            });
+            self.space();
+            match self.next()? {
+                b',' => self.space(),
+                b']' => return Some(items),
+                _ => return None,
+            }
+        }
     }
 }
 
-/// The decoded text of a JSON string, borrowed when it has no escapes.
-pub(crate) fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    string_text(raw.get())
+/// The members of an object in document order, duplicates kept: each
+/// decoded key with its value's text.
+pub(crate) type Members<'a> = Vec<(Cow<'a, str>, &'a str)>;
+
+/// The members of the object that valid JSON `text` is; `None` when it is
+/// not an object or a key does not decode.
+pub(crate) fn members(text: &str) -> Option<Members<'_>> {
+    let mut members = Vec::with_capacity(4);
+    let mut skim = Skim::new(text);
+    let (_, readable) = skim.members(|skim, key| {
+        members.push((key, skim.value()?));
+        Some(())
+    })?;
+    (readable && skim.at_end()).then_some(members)
 }
 
-/// [`string`] of the JSON text `text`.
-pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
+/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
+/// appears more than once.
+pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Found<'a> {
+    let mut found = Ok(None);
+    for (_, value) in members.iter().filter(|(name, _)| *name == key) {
+        record(&mut found, value);
+    }
+    found
+}
+
+/// The decoded text of the JSON string `text`, borrowed when it has no
+/// escapes; `None` when `text` is not a string that decodes.
+pub(crate) fn string(text: &str) -> Option<Cow<'_, str>> {
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
         return Some(Cow::Borrowed(inner));
@@ -376,7 +451,20 @@ pub(crate) fn string_text(text: &str) -> Option<Cow<'_, str>> {
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
 }
 
-/// The `id` of a JSON-RPC request `body`, when it is one object with one id.
+/// What kind of JSON value `text` is, for error messages.
+pub(crate) fn kind(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    }
+}
+
+/// The `id` of a JSON-RPC request `body`, when it is one object with one id
+/// that an error response may echo.
 pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(body).ok()?;
     let mut id = Ok(None);
@@ -384,23 +472,19 @@ pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
         record(&mut id, walk.value()?);
         Some(())
     })?;
-    let id = RawValue::from_string(id.ok().flatten()?.to_owned()).ok()?;
-    is_usable_id(&id).then_some(id)
+    let id = id.ok().flatten().filter(|id| is_usable_id(id))?;
+    RawValue::from_string(id.to_owned()).ok()
 }
 
-/// True for an id an error response may echo: a string or a number.
-pub(crate) fn is_usable_id(id: &RawValue) -> bool {
-    is_usable_id_text(id.get())
-}
-
-/// [`is_usable_id`] of JSON text.
-pub(crate) fn is_usable_id_text(id: &str) -> bool {
+/// True for the text of an id an error response may echo: a string or a
+/// number.
+pub(crate) fn is_usable_id(id: &str) -> bool {
     matches!(id.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
 }
 
 /// True when two JSON-RPC ids, as JSON texts, are the same value (`1` and
 /// `1.0` included).
-pub(crate) fn same_id_text(a: &str, b: &str) -> bool {
+pub(crate) fn same_id(a: &str, b: &str) -> bool {
     a == b
         || match (
             serde_json::from_str::<serde_json::Value>(a),
@@ -414,208 +498,72 @@ pub(crate) fn same_id_text(a: &str, b: &str) -> bool {
         }
 }
 
-/// What kind of JSON value `raw` is, for error messages.
-pub(crate) fn kind(raw: &RawValue) -> &'static str {
-    kind_text(raw.get())
-}
-
-/// [`kind`] of the JSON text `text`.
-pub(crate) fn kind_text(text: &str) -> &'static str {
-    match text.as_bytes().first() {
-        Some(b'"') => "a string",
-        Some(b'{') => "an object",
-        Some(b'[') => "an array",
-        Some(b't' | b'f') => "a boolean",
-        Some(b'n') => "null",
-        _ => "a number",
-    }
-}
-
 /// The byte range that `part` (a value borrowed from `text`) covers in `text`.
-pub(crate) fn span(text: &str, part: &str) -> std::ops::Range<usize> {
+pub(crate) fn span(text: &str, part: &str) -> Range<usize> {
     let start = part.as_ptr() as usize - text.as_ptr() as usize;
     let end = start + part.len();
     debug_assert!(end <= text.len(), "the part must borrow from the text");
     start..end
 }
 
-/// `text` with the bytes of `part` replaced by `replacement`.
-pub(crate) fn splice(text: &str, part: &str, replacement: &str) -> String {
-    let range = span(text, part);
-    let mut out = String::with_capacity(text.len() - range.len() + replacement.len());
-    out.push_str(&text[..range.start]);
-    out.push_str(replacement);
-    out.push_str(&text[range.end..]);
+/// `text` with each range replaced by its text; the ranges are in order and
+/// do not overlap (an empty range inserts).
+pub(crate) fn splice(text: &str, edits: &[(Range<usize>, &str)]) -> String {
+    let removed: usize = edits.iter().map(|(range, _)| range.len()).sum();
+    let added: usize = edits.iter().map(|(_, with)| with.len()).sum();
+    let mut out = String::with_capacity(text.len() - removed + added);
+    let mut at = 0;
+    for (range, with) in edits {
+        out.push_str(&text[at..range.start]);
+        out.push_str(with);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
     out
 }
 
-/// The items of the value at `at` in `text`, valid JSON, when it is an
-/// array of at most `max` strings that decode, and the index just past it;
-/// `None` otherwise.
-///
-/// Items are borrowed unless they hold an escape, so a borrowed item is
-/// exactly the JSON text between its quotes.
-pub(crate) fn scan_strings(
-    text: &str,
-    at: usize,
-    max: usize,
-) -> Option<(Vec<Cow<'_, str>>, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.get(at) != Some(&b'[') {
-        return None;
+/// Appends the member `"key":value` to the object being written in `out`
+/// (after its `{`), with a comma when it is not the first.
+pub(crate) fn push_member(out: &mut Vec<u8>, key: &str, value: &[u8]) {
+    if out.len() > 1 {
+        out.push(b',');
     }
-    let mut at = skip_space(bytes, at + 1);
-    // Each item takes at least three bytes (`"",`).
-    let mut items = Vec::with_capacity(max.min((text.len() - at) / 3 + 1));
-    if bytes.get(at) == Some(&b']') {
-        return Some((items, at + 1));
-    }
-    loop {
-        if bytes.get(at) != Some(&b'"') || items.len() == max {
-            return None;
-        }
-        let (end, escaped) = closing_quote(bytes, at)?;
-        items.push(if escaped {
-            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
-        } else {
-            Cow::Borrowed(text.get(at + 1..end)?)
-        });
-        at = skip_space(bytes, end + 1);
-        match bytes.get(at) {
-            Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return Some((items, at + 1)),
-            _ => return None,
-        }
-    }
+    serde_json::to_writer(&mut *out, key).expect("a key serializes");
+    out.push(b':');
+    out.extend_from_slice(value);
 }
 
-/// The index of the first byte at or after `at` that is not JSON whitespace.
-pub(crate) fn skip_space(bytes: &[u8], mut at: usize) -> usize {
-    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        at += 1;
-    }
-    at
-}
+/// `serde_json`'s reading of text as an object, the model the walker must
+/// agree with in tests.
+#[cfg(test)]
+pub(crate) mod model {
+    use std::borrow::Cow;
 
-// Reading JSON text that is known to be valid: it is, or lies inside, a
-// `RawValue`, so walking it again needs only its structure. Anything
-// unexpected falls back to serde_json.
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde_json::value::RawValue;
 
-/// The members of a JSON object in document order, duplicates kept, each
-/// value as its JSON text, and as its strings when they were read.
-pub(crate) type TextMembers<'a> = Vec<(Cow<'a, str>, &'a str, Option<Vec<Cow<'a, str>>>)>;
-
-/// Reads the members of the valid JSON `text`; `None` if it is not an object.
-pub(crate) fn read_members(text: &str) -> Option<TextMembers<'_>> {
-    scan_members(text, |_| 0).or_else(|| {
-        let members = members(text)?;
-        Some(
-            members
-                .into_iter()
-                .map(|(k, v)| (k, v.get(), None))
-                .collect(),
-        )
-    })
-}
-
-/// [`read_members`] without the fallback; the values of the keys for which
-/// `strings` is not zero are also read as arrays of at most that many
-/// strings.
-pub(crate) fn scan_members(text: &str, strings: impl Fn(&str) -> usize) -> Option<TextMembers<'_>> {
-    let bytes = text.as_bytes();
-    let mut at = skip_space(bytes, 0);
-    if bytes.get(at) != Some(&b'{') {
-        return None;
-    }
-    let mut members = Vec::with_capacity(4);
-    at = skip_space(bytes, at + 1);
-    if bytes.get(at) == Some(&b'}') {
-        return Some(members);
-    }
-    loop {
-        if bytes.get(at) != Some(&b'"') {
-            return None;
-        }
-        let (end, escaped) = closing_quote(bytes, at)?;
-        let key = if escaped {
-            Cow::Owned(serde_json::from_str(text.get(at..=end)?).ok()?)
-        } else {
-            Cow::Borrowed(text.get(at + 1..end)?)
-        };
-        at = skip_space(bytes, end + 1);
-        if bytes.get(at) != Some(&b':') {
-            return None;
-        }
-        at = skip_space(bytes, at + 1);
-        let (scanned, end) = match strings(&key) {
-            0 => (None, value_end(bytes, at)?),
-            max => match scan_strings(text, at, max) {
-                Some((items, end)) => (Some(items), end),
-                None => (None, value_end(bytes, at)?),
-            },
-        };
-        members.push((key, text.get(at..end)?, scanned));
-        at = skip_space(bytes, end);
-        match bytes.get(at) {
-            Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b'}') => return Some(members),
-            _ => return None,
-        }
-    }
-}
-
-/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
-/// appears more than once.
-pub(crate) fn unique_text<'a>(members: &TextMembers<'a>, key: &str) -> Result<Option<&'a str>, ()> {
-    single(members.iter().map(|(name, value, _)| (name, *value)), key)
-}
-
-/// The index of the closing quote of the string opening at `at`, and
-/// whether the string holds an escape.
-pub(crate) fn closing_quote(bytes: &[u8], at: usize) -> Option<(usize, bool)> {
-    let mut end = at + 1;
-    let mut escaped = false;
-    loop {
-        end += memchr::memchr2(b'"', b'\\', bytes.get(end..)?)?;
-        if bytes.get(end) == Some(&b'"') {
-            return Some((end, escaped));
-        }
-        // The escaped byte can neither close the string nor start an escape.
-        escaped = true;
-        end += 2;
-    }
-}
-
-/// The index just past the value that starts at `at`.
-pub(crate) fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
-    match bytes.get(at)? {
-        b'"' => closing_quote(bytes, at).map(|(end, _)| end + 1),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            loop {
-                match bytes.get(i)? {
-                    b'"' => i = closing_quote(bytes, i)?.0,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
+    /// The members of the JSON object `text` in order, duplicates kept, as
+    /// `serde_json` reads them; `None` when it is not one object.
+    pub(crate) fn members(text: &str) -> Option<super::Members<'_>> {
+        struct Pairs;
+        impl<'de> Visitor<'de> for Pairs {
+            type Value = super::Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    out.push((key, value.get()));
                 }
-                i += 1;
+                Ok(out)
             }
         }
-        // A number, `true`, `false` or `null`: up to the next delimiter.
-        _ => Some(
-            bytes
-                .get(at..)?
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                .map_or(bytes.len(), |len| at + len),
-        ),
+        let mut de = serde_json::Deserializer::from_str(text);
+        let pairs = de.deserialize_map(Pairs).ok()?;
+        de.end().ok()?;
+        Some(pairs)
     }
 }
 
@@ -629,57 +577,84 @@ mod tests {
         let m = members(text).unwrap();
         let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_ref()).collect();
         assert_eq!(keys, ["b", "a", "b", "c"]);
-        assert_eq!(m[1].1.get(), r#"{"x":[1,2]}"#);
+        assert_eq!(m[1].1, r#"{"x":[1,2]}"#);
         assert!(unique(&m, "b").is_err());
-        assert_eq!(unique(&m, "a").unwrap().unwrap().get(), r#"{"x":[1,2]}"#);
+        assert_eq!(unique(&m, "a").unwrap().unwrap(), r#"{"x":[1,2]}"#);
         assert!(unique(&m, "z").unwrap().is_none());
     }
 
     #[test]
     fn members_of_non_objects_is_none() {
-        for text in ["[]", "1", "\"x\"", "null", "{", "{} x"] {
+        for text in ["[]", "1", "\"x\"", "null", "{", "{} x", r#"{"\ud800":1}"#] {
             assert!(members(text).is_none(), "{text}");
         }
     }
 
     #[test]
     fn string_decodes_and_borrows() {
-        let raw: &RawValue = serde_json::from_str(r#""plain""#).unwrap();
-        assert!(matches!(string(raw), Some(Cow::Borrowed("plain"))));
-        let raw: &RawValue = serde_json::from_str(r#""a\/b\u0041""#).unwrap();
-        assert_eq!(string(raw).unwrap(), "a/bA");
-        let raw: &RawValue = serde_json::from_str("12").unwrap();
-        assert!(string(raw).is_none());
+        assert!(matches!(string(r#""plain""#), Some(Cow::Borrowed("plain"))));
+        assert_eq!(string(r#""a\/b\u0041""#).unwrap(), "a/bA");
+        assert!(string("12").is_none());
+        assert!(string(r#""\ud800""#).is_none());
     }
 
     #[test]
-    fn splice_replaces_only_the_part() {
+    fn splice_replaces_only_the_parts() {
         let text = r#"{"id":7, "params" : {"n": {"a":true}} , "z":1}"#;
-        let m = members(text).unwrap();
-        let params = members(unique(&m, "params").unwrap().unwrap().get()).unwrap();
-        let n = unique(&params, "n").unwrap().unwrap();
-        let out = splice(text, n.get(), "{}");
+        let params = unique(&members(text).unwrap(), "params").unwrap().unwrap();
+        let n = unique(&members(params).unwrap(), "n").unwrap().unwrap();
+        let out = splice(text, &[(span(text, n), "{}")]);
         assert_eq!(out, r#"{"id":7, "params" : {"n": {}} , "z":1}"#);
+        let end = text.len() - 1;
+        let out = splice(text, &[(span(text, n), "1"), (end..end, r#","y":2"#)]);
+        assert_eq!(out, r#"{"id":7, "params" : {"n": 1} , "z":1,"y":2}"#);
     }
 
-    /// Whether `text` is one valid value to the walk and to serde_json, and
-    /// whether it is an object with readable keys to the walk and to `members`.
+    /// Whether `text` is one valid value to the walk and to serde_json,
+    /// whether both read it as the same object, and whether a skim of the
+    /// text (when valid) reads the same members.
     fn agree(text: &str) -> Result<(), String> {
         let mut walk = Walk::new(text);
         let walked = walk.value().is_some() && walk.at_end();
         let serde = serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        let model = model::members(text).map(|m| {
+            m.into_iter()
+                .map(|(k, v)| (k.into_owned(), v.to_owned()))
+                .collect::<Vec<_>>()
+        });
+        let mut checked = Vec::new();
         let object = Walk::document(text, [], |_, _| Some(())).is_some();
-        if (walked, object) != (serde, members(text).is_some()) {
+        let _ = Walk::new(text).members(|walk, key| {
+            checked.push((key.into_owned(), walk.value()?.to_owned()));
+            Some(())
+        });
+        if (walked, object) != (serde, model.is_some()) {
             return Err(format!("{text:?}: walk {walked} {object}, serde {serde}"));
         }
-        // The request id, found by the walk, as the members would give it.
-        let by_members = members(text).and_then(|m| {
-            let id = unique(&m, "id").ok().flatten()?;
-            is_usable_id(id).then(|| id.get().to_owned())
+        if let Some(model) = &model {
+            if &checked != model {
+                return Err(format!("{text:?}: walked {checked:?}, serde {model:?}"));
+            }
+        }
+        if serde {
+            let skimmed = members(text).map(|m| {
+                m.into_iter()
+                    .map(|(k, v)| (k.into_owned(), v.to_owned()))
+                    .collect::<Vec<_>>()
+            });
+            if skimmed != model {
+                return Err(format!("{text:?}: skimmed {skimmed:?}, serde {model:?}"));
+            }
+        }
+        // The request id, found by the walk, as serde's members give it.
+        let by_model = model.and_then(|m| {
+            let mut ids = m.into_iter().filter(|(k, _)| k == "id");
+            let (_, id) = ids.next()?;
+            (ids.next().is_none() && is_usable_id(&id)).then_some(id)
         });
         let by_walk = request_id(text.as_bytes()).map(|id| id.get().to_owned());
-        if by_walk != by_members {
-            return Err(format!("{text:?}: id {by_walk:?}, members {by_members:?}"));
+        if by_walk != by_model {
+            return Err(format!("{text:?}: id {by_walk:?}, serde {by_model:?}"));
         }
         Ok(())
     }
@@ -796,6 +771,8 @@ mod tests {
             r#"{"\ud800\udc00":1}"#,
             r#"["\ud800"]"#,
             r#"{"a":{"\ud800":1}}"#,
+            r#"{"b":1,"a":{"x":[1,2]},"b":"two","\u0063":null}"#,
+            r#"{ "\u0061" : "x\"y" , "b\\" :{"n":{"m":[[],{}]}} ,"c":"\ud800"}"#,
             "\u{feff}{}",
             "{}\u{a0}",
         ] {
@@ -832,8 +809,7 @@ mod tests {
             ("null", "null"),
             ("-1.5", "a number"),
         ] {
-            let raw: &RawValue = serde_json::from_str(text).unwrap();
-            assert_eq!(kind(raw), name);
+            assert_eq!(kind(text), name);
         }
     }
 
@@ -852,55 +828,47 @@ mod tests {
             r#"["a", "b", "c"]"#,
         ];
         for text in cases {
-            let raw: &RawValue = serde_json::from_str(text).unwrap();
             let general: Option<Vec<String>> = serde_json::from_str::<Vec<&RawValue>>(text)
                 .ok()
                 .filter(|items| items.len() <= 2)
                 .and_then(|items| {
                     items
                         .into_iter()
-                        .map(|i| string(i).map(Cow::into_owned))
+                        .map(|i| string(i.get()).map(Cow::into_owned))
                         .collect()
                 });
-            let scanned = scan_strings(raw.get(), 0, 2)
-                .map(|(items, _)| items.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
-            if text.contains("\\u00e9") {
-                // More than two items: only the general path reads them.
-                assert_eq!(scanned, None, "{text}");
-                let (all, end) = scan_strings(raw.get(), 0, 10).unwrap();
-                assert_eq!(end, text.len());
-                assert_eq!(all[1], "b\"c");
-                assert_eq!(all[3], "é😀");
-                assert_eq!(all[4], "x/y");
-                assert!(matches!(all[0], Cow::Borrowed("a")));
-                continue;
+            for checked in [false, true] {
+                let read = |max| {
+                    if checked {
+                        let mut walk = Walk::new(text);
+                        let items = walk.strings(max);
+                        if items.is_none() {
+                            assert_eq!(walk.value(), Some(text), "{text}: the walk did not move");
+                        }
+                        items
+                    } else {
+                        let mut skim = Skim::new(text);
+                        let items = skim.strings(max);
+                        if items.is_none() {
+                            assert_eq!(skim.value(), Some(text), "{text}: the skim did not move");
+                        }
+                        items
+                    }
+                };
+                let scanned =
+                    read(2).map(|items| items.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
+                if text.contains("\\u00e9") {
+                    // More than two items: only the general path reads them.
+                    assert_eq!(scanned, None, "{text}");
+                    let all = read(10).unwrap();
+                    assert_eq!(all[1], "b\"c");
+                    assert_eq!(all[3], "é😀");
+                    assert_eq!(all[4], "x/y");
+                    assert!(matches!(all[0], Cow::Borrowed("a")));
+                    continue;
+                }
+                assert_eq!(scanned, general, "{text}");
             }
-            assert_eq!(scanned, general, "{text}");
-        }
-    }
-
-    #[test]
-    fn members_read_without_serde_match_serde() {
-        let cases = [
-            r#"{}"#,
-            r#" { } "#,
-            r#"{"a":1,"b":[1,{"c":"]}"}],"a":-2.5e3,"d":null,"e":true,"f":false}"#,
-            r#"{ "\u0061" : "x\"y" , "b\\" :{"n":{"m":[[],{}]}} ,"c":"\ud800"}"#,
-            r#"{"k":"v"}"#,
-            r#"[1]"#,
-            r#""s""#,
-            r#"12"#,
-            r#"null"#,
-        ];
-        for text in cases {
-            let raw: &RawValue = serde_json::from_str(text).unwrap();
-            let ours = read_members(raw.get());
-            let theirs = members(raw.get()).map(|m| {
-                m.into_iter()
-                    .map(|(k, v)| (k, v.get(), None))
-                    .collect::<TextMembers<'_>>()
-            });
-            assert_eq!(ours, theirs, "{text}");
         }
     }
 }

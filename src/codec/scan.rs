@@ -5,18 +5,27 @@
 //! copies the body: it keeps a few bytes of state (how much of a key matched `method`,
 //! the decoded method value up to a cap, a nesting depth) and jumps through string
 //! bodies with `memchr`.
+//!
+//! Why not a JSON crate: `serde_json` (and the streaming readers built like it) needs
+//! the whole document in one buffer or pulls bytes through `std::io::Read`, so it cannot
+//! stop between two chunks of a body and resume on the next without copying the body
+//! into a buffer first; the pull parsers that do resume build tokens (keys, strings)
+//! the scan has no use for. The scanner answers from a few bytes of state, reading
+//! nothing after its answer, which is what a pass-through on the hot path needs.
 
 use std::ops::Range;
 use std::sync::LazyLock;
 
+use memchr::memchr;
 use memchr::memmem::Finder;
-use memchr::{memchr, memchr2};
 
-use crate::swar::{first_byte, splat, zero_bytes};
+use super::text::{is_ws, quote_or_backslash, structural};
 
 /// Which method a request is, as far as the edge cares.
+///
+/// Public only for the `fuzzing` feature; not part of the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Method {
+pub enum Method {
     /// `initialize`.
     Initialize,
     /// `server/discover`.
@@ -47,8 +56,8 @@ impl Method {
 }
 
 /// What the scanner learned about a body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
     /// The top-level object's `method` member (a string).
     Method(Method),
     /// A top-level array (a legacy JSON-RPC batch). Decided as soon as the first
@@ -368,7 +377,7 @@ impl Scanner {
     fn skip_nested(&mut self, chunk: &[u8], mut i: usize) -> Flow {
         let mut depth = self.depth;
         let flow = loop {
-            let Some(len) = find_structural(&chunk[i..]) else {
+            let Some(len) = structural(&chunk[i..]) else {
                 break Flow::More;
             };
             i += len + 1;
@@ -402,7 +411,7 @@ impl Scanner {
     #[inline]
     fn skip_string(&mut self, chunk: &[u8], mut i: usize) -> Flow {
         loop {
-            let Some(len) = find_quote_or_backslash(&chunk[i..]) else {
+            let Some(len) = quote_or_backslash(&chunk[i..]) else {
                 self.state = State::Skip;
                 return Flow::More;
             };
@@ -710,7 +719,7 @@ fn quick_method(chunk: &[u8]) -> Option<Quick> {
     let skip_ws = |from: usize| from + chunk[from..].iter().take_while(|&&b| is_ws(b)).count();
     // The end of a string starting at `from`, if no backslash comes first.
     let plain_string = |from: usize| {
-        let end = from + find_quote_or_backslash(&chunk[from..])?;
+        let end = from + quote_or_backslash(&chunk[from..])?;
         (chunk[end] == b'"').then_some(end)
     };
     let mut i = skip_ws(0);
@@ -767,78 +776,6 @@ fn quick_method(chunk: &[u8]) -> Option<Quick> {
 pub(crate) fn is_plain(rest: &[u8]) -> bool {
     static METHOD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(METHOD_KEY));
     memchr(b'\\', rest).is_none() && METHOD.find(rest).is_none()
-}
-
-/// Index of the first `"` or `\` in `bytes`: the only bytes that matter in a string.
-///
-/// Strings in JSON-RPC are mostly short, where testing eight bytes at a time (SWAR)
-/// beats the setup of a `memchr2` call (measured: about a fifth fewer instructions on
-/// dense JSON); past the first 32 bytes the string is long and `memchr2` takes over.
-#[inline]
-fn find_quote_or_backslash(bytes: &[u8]) -> Option<usize> {
-    let mut offset = 0;
-    let mut rest = bytes;
-    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
-        let word = u64::from_le_bytes(*word);
-        let hits = zero_bytes(word ^ splat(b'"')) | zero_bytes(word ^ splat(b'\\'));
-        if hits != 0 {
-            return Some(offset + first_byte(hits));
-        }
-        offset += 8;
-        rest = tail;
-        if offset == 32 {
-            return memchr2(b'"', b'\\', rest).map(|at| offset + at);
-        }
-    }
-    rest.iter()
-        .position(|&c| c == b'"' || c == b'\\')
-        .map(|at| offset + at)
-}
-
-/// Index of the first `"`, `{`, `[`, `}` or `]` in `bytes`: the only bytes that matter
-/// inside a nested value outside its strings.
-///
-/// Dense JSON has such a byte every few bytes, best found one byte at a time; long
-/// stretches without one (numbers, whitespace) are tested eight bytes at a time (SWAR).
-#[inline]
-fn find_structural(bytes: &[u8]) -> Option<usize> {
-    let (head, mut rest) = bytes.split_at(bytes.len().min(8));
-    if let Some(at) = head.iter().position(|&b| STRUCTURAL[usize::from(b)]) {
-        return Some(at);
-    }
-    let mut offset = head.len();
-    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
-        let word = u64::from_le_bytes(*word);
-        // Setting bit 5 folds `[` onto `{` and `]` onto `}`; no other byte lands there.
-        let folded = word | splat(0x20);
-        let hits = zero_bytes(word ^ splat(b'"'))
-            | zero_bytes(folded ^ splat(b'{'))
-            | zero_bytes(folded ^ splat(b'}'));
-        if hits != 0 {
-            return Some(offset + first_byte(hits));
-        }
-        offset += 8;
-        rest = tail;
-    }
-    rest.iter()
-        .position(|&b| STRUCTURAL[usize::from(b)])
-        .map(|at| offset + at)
-}
-
-/// The bytes that matter inside a nested value outside its strings.
-static STRUCTURAL: [bool; 256] = {
-    let mut table = [false; 256];
-    table[b'"' as usize] = true;
-    table[b'{' as usize] = true;
-    table[b'[' as usize] = true;
-    table[b'}' as usize] = true;
-    table[b']' as usize] = true;
-    table
-};
-
-/// JSON whitespace (and nothing else: no BOM, no form feed).
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 /// Bytes that can continue a number or a literal; anything else ends it.
@@ -1443,35 +1380,6 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(&nested)
             );
-        }
-    }
-
-    #[test]
-    fn word_finders_match_a_byte_loop() {
-        // Every byte value at every alignment and distance, so no byte (0x80 and up, or
-        // `[`/`]` next to `{`/`}`) is mistaken for a target and none is missed.
-        let all: Vec<u8> = (0..=255).chain((0..=255).rev()).collect();
-        let naive = |bytes: &[u8], targets: &[u8]| bytes.iter().position(|b| targets.contains(b));
-        for start in 0..all.len() {
-            for len in [0, 1, 7, 8, 9, 15, 16, 31, 32, 33, 40, 64, 100, 300] {
-                let bytes = &all[start..all.len().min(start + len)];
-                assert_eq!(find_quote_or_backslash(bytes), naive(bytes, b"\"\\"));
-                assert_eq!(find_structural(bytes), naive(bytes, b"\"{[]}"));
-            }
-        }
-        // Targets after long runs of every other byte.
-        for target in [b'"', b'\\', b'{', b'[', b']', b'}'] {
-            for filler in (0..=255).filter(|b| !b"\"\\{[]}".contains(b)) {
-                for at in [0, 5, 8, 13, 31, 32, 33, 70] {
-                    let mut bytes = vec![filler; at];
-                    bytes.push(target);
-                    bytes.extend([filler; 9]);
-                    let string = matches!(target, b'"' | b'\\').then_some(at);
-                    let structural = (target != b'\\').then_some(at);
-                    assert_eq!(find_quote_or_backslash(&bytes), string);
-                    assert_eq!(find_structural(&bytes), structural);
-                }
-            }
         }
     }
 

@@ -6,6 +6,11 @@
 //! [`write_event`]. Parsing follows the WHATWG HTML "Server-sent events"
 //! interpretation rules. The parser only holds bytes that are not yet yielded: normally
 //! the event currently being read.
+//!
+//! Why not an SSE crate: the SSE parsers on crates.io decode each event into owned
+//! fields and drop the bytes it came in, so a pass-through can neither forward an event
+//! byte for byte (comments, unknown fields and line ends included) nor know where one
+//! ended in the stream; this codec keeps both, and decodes a field only when asked.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;

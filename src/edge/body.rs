@@ -1,0 +1,13 @@
+use crate::http::intercept::Rules;
+use crate::http::reply::response_body;
+use crate::{CapabilitiesLayer, ListenFilterLayer};
+
+response_body! {
+    /// Response body of [`Edge`](super::Edge).
+    ///
+    /// The inner service's body untouched, an answer the layer rewrote or
+    /// wrote itself, or an SSE stream ruled event by event: the result event
+    /// of an `initialize` or `server/discover` rewritten, a listen stream
+    /// kept within its honoured filter.
+    pub struct ResponseBody, rule: <(CapabilitiesLayer, ListenFilterLayer) as Rules>::Events
+}

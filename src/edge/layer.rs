@@ -1,0 +1,48 @@
+use tower_layer::Layer;
+
+use super::Edge;
+use crate::{CapabilitiesLayer, ListenFilterLayer, ServerProfile};
+
+/// Layer that applies [`Edge`], which keeps the promises of
+/// [`CapabilitiesLayer`] and [`ListenFilterLayer`] with one read of each
+/// body.
+#[derive(Debug, Clone)]
+pub struct EdgeLayer {
+    /// The two layers' rules, the capabilities layer the outer one.
+    pub(super) rules: (CapabilitiesLayer, ListenFilterLayer),
+}
+
+impl EdgeLayer {
+    /// Creates a layer that advertises what `profile` offers and honours
+    /// listen filters by it.
+    pub fn new(profile: ServerProfile) -> Self {
+        Self {
+            rules: (
+                CapabilitiesLayer::new(profile.clone()),
+                ListenFilterLayer::new(profile),
+            ),
+        }
+    }
+
+    /// Whether to guard listen response streams (default `true`); see
+    /// [`ListenFilterLayer::guard_stream`].
+    pub fn guard_stream(mut self, guard: bool) -> Self {
+        self.rules.1 = self.rules.1.guard_stream(guard);
+        self
+    }
+
+    /// Whether to keep scanning other JSON request bodies for a second
+    /// `method` (default `true`); see [`ListenFilterLayer::scan_pass_through`].
+    pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.rules.1 = self.rules.1.scan_pass_through(scan);
+        self
+    }
+}
+
+impl<S> Layer<S> for EdgeLayer {
+    type Service = Edge<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Edge::from_layer(inner, self.clone())
+    }
+}

@@ -1,0 +1,618 @@
+//! The service call and the future every layer runs, over the layer's
+//! [`Rules`].
+//!
+//! A layer says what it intercepts and what it does with it; this module
+//! does the rest, the same way for every layer: read the [`Head`], peek the
+//! body until its method decides it, let the rules decide, read the body
+//! whole if they ask, call the inner service with the body handed on
+//! (rewound, watched, or rewritten), and pass the response through the
+//! rules. Two layers' rules combine into one (`(A, B)`), which keeps both
+//! promises with one peek and one watch of the body.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, response, Request, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use serde_json::value::RawValue;
+use tower_service::Service;
+
+use super::body::RequestBody;
+use super::classify::{Classified, Head};
+use super::event_stream::{EventRule, EventStream};
+use super::peek::{Peek, PeekLimits, Read, ReadError};
+use super::reply::Reply;
+use crate::codec::sse::Event;
+use crate::Rejection;
+
+/// One of two things, for the rules of two layers in one.
+pub(crate) enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// What a layer does with a request, by its head alone.
+pub(crate) enum Gate {
+    /// Not a request the layer looks into: it reaches the inner service as it came.
+    Skip,
+    /// The body is read until its method decides it.
+    Peek,
+    /// Answered by the layer at once.
+    Refuse(Rejection),
+}
+
+/// What a layer does with a request once the peek classified its body.
+pub(crate) enum Decision<R: Rules> {
+    /// Handed on, rewound and watched as the layer set up the peek.
+    Pass,
+    /// Handed on the same way; the response goes through [`Rules::respond`].
+    Take(R::Take),
+    /// Read whole first, then [`Rules::whole`] decides.
+    Whole(R::Whole),
+    /// Answered by the layer, with the request's id when the body, read
+    /// whole within the limit, has one.
+    Refuse(Rejection),
+}
+
+/// A rejection with the request id to echo.
+pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
+
+/// The request a layer hands on after its own asynchronous work: the head
+/// and body to call the inner service with, and what the response needs.
+pub(crate) type Later<T> =
+    Pin<Box<dyn Future<Output = Result<(Parts, Bytes, T), Refusal>> + Send + 'static>>;
+
+/// What a layer does with a body it read whole.
+pub(crate) enum Prepared<R: Rules> {
+    /// Handed on as it came.
+    Pass(Parts),
+    Refuse(Refusal),
+    /// Rewritten after asynchronous work (the layer's hooks); boxed: it runs
+    /// once per such request, off the hot path.
+    Later(Later<R::Take>),
+}
+
+/// What a layer does with the response to a request it took.
+pub(crate) enum Respond<R: Rules> {
+    /// Passes untouched.
+    Pass,
+    /// An event stream, ruled event by event.
+    Events(R::Events),
+    /// Read whole (within the rule's limit) and rewritten.
+    Json(R::Json),
+}
+
+/// The rewrite of a JSON response read whole.
+pub(crate) trait JsonRule {
+    /// Most bytes read; a longer response passes as it came.
+    fn limit(&self) -> usize;
+
+    /// The rewritten response, or why it passes as it came.
+    fn rewrite(&self, text: &str) -> Result<String, &'static str>;
+}
+
+/// What a layer intercepts and what it does with it.
+pub(crate) trait Rules: Clone {
+    /// What the response to a taken request needs.
+    type Take: Send + 'static;
+    /// What a body is read whole for.
+    type Whole;
+    /// The rule of the event streams of taken requests.
+    type Events: EventRule;
+    /// The rewrite of the JSON responses of taken requests.
+    type Json: JsonRule;
+
+    /// How far the peek reads.
+    fn limits(&self) -> PeekLimits;
+
+    /// Whether a body with another method is watched for a second `method`.
+    fn watches(&self) -> bool;
+
+    /// The decision on the head alone.
+    fn gate(&self, head: &Head) -> Gate;
+
+    /// The decision once the peek classified the body (called only when
+    /// [`Rules::gate`] said [`Gate::Peek`]).
+    fn decide<B: Body>(
+        &self,
+        head: &Head,
+        classified: &Classified,
+        peek: &Peek<B>,
+        parts: &Parts,
+    ) -> Decision<Self>;
+
+    /// Most bytes of a body read whole for `whole`.
+    fn whole_limit(&self, whole: &Self::Whole) -> usize;
+
+    /// The decision on a body read whole.
+    fn whole(&self, whole: Self::Whole, parts: Parts, body: Bytes) -> Prepared<Self>;
+
+    /// What becomes of the response to a taken request.
+    fn respond(take: Self::Take, parts: &response::Parts) -> Respond<Self>;
+}
+
+/// Calls `inner` through `rules`. `inner` must have been readied by
+/// `poll_ready`.
+pub(crate) fn call<R, S, ReqBody, ResBody>(
+    rules: &R,
+    inner: &mut S,
+    request: Request<ReqBody>,
+) -> ResponseFuture<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ResBody: Body,
+{
+    let (parts, body) = request.into_parts();
+    let head = Head::read(&parts);
+    match rules.gate(&head) {
+        Gate::Skip => {
+            let request = Request::from_parts(parts, RequestBody::pass_through(body));
+            ResponseFuture::Calling {
+                future: inner.call(request),
+                take: None,
+            }
+        }
+        Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
+        Gate::Peek => {
+            // Whether and how the inner service is called is decided only
+            // once the body was read, so the future calls it later. Take the
+            // service that `poll_ready` readied and leave a clone in its place.
+            let clone = inner.clone();
+            let service = std::mem::replace(inner, clone);
+            ResponseFuture::Peeking {
+                peek: Peek::new(body, rules.limits(), rules.watches()),
+                head,
+                parts,
+                service,
+                rules: rules.clone(),
+            }
+        }
+    }
+}
+
+/// What a body is read whole for.
+pub(crate) enum Then<W> {
+    /// The layer's own purpose.
+    Whole(W),
+    /// The request's id, to answer with this rejection.
+    Refuse(Rejection),
+}
+
+pin_project! {
+    /// Response future of every layer: a state machine from the peek to the
+    /// response.
+    #[project = StateProj]
+    #[project_replace = StateOwn]
+    pub(crate) enum ResponseFuture<R, S, ReqBody, ResBody>
+    where
+        R: Rules,
+        S: Service<Request<RequestBody<ReqBody>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        // Reading the request body until its method decides it.
+        Peeking {
+            peek: Peek<ReqBody>,
+            head: Head,
+            parts: Parts,
+            service: S,
+            rules: R,
+        },
+        // Reading the request body whole.
+        Reading {
+            peek: Peek<ReqBody>,
+            parts: Parts,
+            service: S,
+            rules: R,
+            then: Then<R::Whole>,
+            limit: usize,
+        },
+        // The layer's asynchronous work on a body read whole.
+        Preparing {
+            future: Later<R::Take>,
+            service: S,
+        },
+        // The inner service is answering.
+        Calling {
+            #[pin]
+            future: S::Future,
+            // What the response needs; `None` passes it untouched.
+            take: Option<R::Take>,
+        },
+        // Reading a JSON response whole to rewrite it.
+        Rewriting {
+            read: Read<ResBody>,
+            parts: response::Parts,
+            json: R::Json,
+        },
+        // Answered by the layer from the head alone.
+        Refused {
+            rejection: Rejection,
+        },
+        Done,
+    }
+}
+
+type Output<R, ResBody, E> = Result<Response<Reply<ResBody, <R as Rules>::Events>>, E>;
+
+impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ResBody: Body,
+{
+    /// Leaves the future done, with what the state held.
+    fn finish(self: Pin<&mut Self>) -> StateOwn<R, S, ReqBody, ResBody> {
+        self.project_replace(Self::Done)
+    }
+
+    /// Calls the inner service.
+    fn call(
+        self: Pin<&mut Self>,
+        mut service: S,
+        request: Request<RequestBody<ReqBody>>,
+        take: Option<R::Take>,
+    ) {
+        let future = service.call(request);
+        self.project_replace(Self::Calling { future, take });
+    }
+}
+
+/// The layer's answer to a request, with `rejection` in the extensions.
+fn refused<B: Body, E>(rejection: Rejection, id: Option<&RawValue>) -> Response<Reply<B, E>> {
+    tracing::debug!(%rejection, "request answered by the layer");
+    rejection.into_response(id)
+}
+
+impl<R, S, ReqBody, ResBody> Future for ResponseFuture<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ResBody: Body,
+{
+    type Output = Output<R, ResBody, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                StateProj::Peeking {
+                    peek,
+                    head,
+                    parts,
+                    rules,
+                    ..
+                } => {
+                    let classified = ready!(peek.poll_classify(cx));
+                    let decision = rules.decide(head, &classified, peek, parts);
+                    let StateOwn::Peeking {
+                        peek,
+                        parts,
+                        service,
+                        rules,
+                        ..
+                    } = self.as_mut().finish()
+                    else {
+                        unreachable!("the future was peeking")
+                    };
+                    let (then, limit) = match decision {
+                        Decision::Pass => {
+                            let request = Request::from_parts(parts, peek.into_body());
+                            self.as_mut().call(service, request, None);
+                            continue;
+                        }
+                        Decision::Take(take) => {
+                            let request = Request::from_parts(parts, peek.into_body());
+                            self.as_mut().call(service, request, Some(take));
+                            continue;
+                        }
+                        Decision::Whole(whole) => {
+                            let limit = rules.whole_limit(&whole);
+                            (Then::Whole(whole), limit)
+                        }
+                        // Read what fits, for the id.
+                        Decision::Refuse(rejection) => (
+                            Then::Refuse(rejection),
+                            rules.limits().for_first(classified.first),
+                        ),
+                    };
+                    self.as_mut().project_replace(Self::Reading {
+                        peek,
+                        parts,
+                        service,
+                        rules,
+                        then,
+                        limit,
+                    });
+                }
+                StateProj::Reading { peek, limit, .. } => {
+                    let read = ready!(peek.poll_whole(cx, *limit));
+                    let StateOwn::Reading {
+                        peek,
+                        parts,
+                        service,
+                        rules,
+                        then,
+                        limit,
+                    } = self.as_mut().finish()
+                    else {
+                        unreachable!("the future was reading")
+                    };
+                    let whole = match (then, read) {
+                        (Then::Refuse(rejection), read) => {
+                            let id = read.ok().and_then(|()| peek.request_id());
+                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
+                        }
+                        (Then::Whole(_), Err(error)) => {
+                            let rejection = match error {
+                                ReadError::TooLarge => Rejection::BodyTooLarge { limit },
+                                ReadError::Failed => Rejection::BodyUnreadable,
+                            };
+                            return Poll::Ready(Ok(refused(rejection, None)));
+                        }
+                        (Then::Whole(whole), Ok(())) => whole,
+                    };
+                    match rules.whole(whole, parts, peek.buffered()) {
+                        Prepared::Pass(parts) => {
+                            let request = Request::from_parts(parts, peek.into_body());
+                            self.as_mut().call(service, request, None);
+                        }
+                        Prepared::Refuse((rejection, id)) => {
+                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
+                        }
+                        Prepared::Later(future) => {
+                            self.as_mut()
+                                .project_replace(Self::Preparing { future, service });
+                        }
+                    }
+                }
+                StateProj::Preparing { future, .. } => {
+                    let prepared = ready!(future.as_mut().poll(cx));
+                    let StateOwn::Preparing { service, .. } = self.as_mut().finish() else {
+                        unreachable!("the future was preparing")
+                    };
+                    match prepared {
+                        Ok((mut parts, body, take)) => {
+                            parts
+                                .headers
+                                .insert(header::CONTENT_LENGTH, body.len().into());
+                            parts.headers.remove(header::TRANSFER_ENCODING);
+                            let request = Request::from_parts(parts, RequestBody::full(body));
+                            self.as_mut().call(service, request, Some(take));
+                        }
+                        Err((rejection, id)) => {
+                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
+                        }
+                    }
+                }
+                StateProj::Calling { future, take } => {
+                    let response = ready!(future.poll(cx))?;
+                    let Some(take) = take.take() else {
+                        self.as_mut().finish();
+                        return Poll::Ready(Ok(response.map(|body| Reply::PassThrough { body })));
+                    };
+                    let (mut parts, body) = response.into_parts();
+                    let body = match R::respond(take, &parts) {
+                        Respond::Pass => Reply::PassThrough { body },
+                        Respond::Events(rule) => {
+                            parts.headers.remove(header::CONTENT_LENGTH);
+                            Reply::Events {
+                                body: EventStream::new(body, rule),
+                            }
+                        }
+                        Respond::Json(json) => {
+                            self.as_mut().project_replace(Self::Rewriting {
+                                read: Read::new(body),
+                                parts,
+                                json,
+                            });
+                            continue;
+                        }
+                    };
+                    self.as_mut().finish();
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                StateProj::Rewriting { read, json, .. } => {
+                    let done = ready!(read.poll_whole(cx, json.limit()));
+                    let StateOwn::Rewriting {
+                        mut read,
+                        mut parts,
+                        json,
+                    } = self.as_mut().finish()
+                    else {
+                        unreachable!("the future was rewriting")
+                    };
+                    let rewritten = match done {
+                        Ok(()) => std::str::from_utf8(&read.buffered())
+                            .map_err(|_| "the response body is not UTF-8")
+                            .and_then(|text| json.rewrite(text)),
+                        Err(_) => Err("the response body was not read whole"),
+                    };
+                    let body = match rewritten {
+                        Ok(data) => {
+                            parts
+                                .headers
+                                .insert(header::CONTENT_LENGTH, data.len().into());
+                            Reply::full(data.into(), read.take_trailers())
+                        }
+                        Err(reason) => {
+                            tracing::debug!(reason, "response passed through unrewritten");
+                            Reply::Rewound {
+                                body: read.into_rewind(),
+                            }
+                        }
+                    };
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+                StateProj::Refused { .. } => {
+                    let StateOwn::Refused { rejection } = self.as_mut().finish() else {
+                        unreachable!("the future was refused")
+                    };
+                    return Poll::Ready(Ok(refused(rejection, None)));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after completion"),
+            }
+        }
+    }
+}
+
+/// Two layers' rules in one: the first is the outer layer of the two
+/// stacked. Their interests must not overlap, so a request is taken by one
+/// of them at most; either may refuse it, the first before the second.
+impl<A: Rules, B: Rules> Rules for (A, B) {
+    type Take = Either<A::Take, B::Take>;
+    type Whole = Either<A::Whole, B::Whole>;
+    type Events = Either<A::Events, B::Events>;
+    type Json = Either<A::Json, B::Json>;
+
+    fn limits(&self) -> PeekLimits {
+        let (a, b) = (self.0.limits(), self.1.limits());
+        PeekLimits {
+            method: a.method.min(b.method),
+            listen: a.listen.min(b.listen),
+        }
+    }
+
+    fn watches(&self) -> bool {
+        self.0.watches() || self.1.watches()
+    }
+
+    fn gate(&self, head: &Head) -> Gate {
+        match (self.0.gate(head), self.1.gate(head)) {
+            (Gate::Refuse(rejection), _) | (_, Gate::Refuse(rejection)) => Gate::Refuse(rejection),
+            (Gate::Skip, Gate::Skip) => Gate::Skip,
+            _ => Gate::Peek,
+        }
+    }
+
+    fn decide<Bd: Body>(
+        &self,
+        head: &Head,
+        classified: &Classified,
+        peek: &Peek<Bd>,
+        parts: &Parts,
+    ) -> Decision<Self> {
+        let a = match self.0.gate(head) {
+            Gate::Peek => self.0.decide(head, classified, peek, parts),
+            _ => Decision::Pass,
+        };
+        if let Decision::Refuse(rejection) = a {
+            return Decision::Refuse(rejection);
+        }
+        let b = match self.1.gate(head) {
+            Gate::Peek => self.1.decide(head, classified, peek, parts),
+            _ => Decision::Pass,
+        };
+        match (a, b) {
+            (_, Decision::Refuse(rejection)) => Decision::Refuse(rejection),
+            (Decision::Take(a), b) => {
+                debug_assert!(matches!(b, Decision::Pass), "both layers took a request");
+                Decision::Take(Either::Left(a))
+            }
+            (Decision::Whole(a), b) => {
+                debug_assert!(matches!(b, Decision::Pass), "both layers took a request");
+                Decision::Whole(Either::Left(a))
+            }
+            (_, Decision::Take(b)) => Decision::Take(Either::Right(b)),
+            (_, Decision::Whole(b)) => Decision::Whole(Either::Right(b)),
+            _ => Decision::Pass,
+        }
+    }
+
+    fn whole_limit(&self, whole: &Self::Whole) -> usize {
+        match whole {
+            Either::Left(whole) => self.0.whole_limit(whole),
+            Either::Right(whole) => self.1.whole_limit(whole),
+        }
+    }
+
+    fn whole(&self, whole: Self::Whole, parts: Parts, body: Bytes) -> Prepared<Self> {
+        match whole {
+            Either::Left(whole) => match self.0.whole(whole, parts, body) {
+                Prepared::Pass(parts) => Prepared::Pass(parts),
+                Prepared::Refuse(refusal) => Prepared::Refuse(refusal),
+                Prepared::Later(later) => Prepared::Later(Box::pin(async move {
+                    later
+                        .await
+                        .map(|(parts, body, take)| (parts, body, Either::Left(take)))
+                })),
+            },
+            Either::Right(whole) => match self.1.whole(whole, parts, body) {
+                Prepared::Pass(parts) => Prepared::Pass(parts),
+                Prepared::Refuse(refusal) => Prepared::Refuse(refusal),
+                Prepared::Later(later) => Prepared::Later(Box::pin(async move {
+                    later
+                        .await
+                        .map(|(parts, body, take)| (parts, body, Either::Right(take)))
+                })),
+            },
+        }
+    }
+
+    fn respond(take: Self::Take, parts: &response::Parts) -> Respond<Self> {
+        match take {
+            Either::Left(take) => match A::respond(take, parts) {
+                Respond::Pass => Respond::Pass,
+                Respond::Events(rule) => Respond::Events(Either::Left(rule)),
+                Respond::Json(json) => Respond::Json(Either::Left(json)),
+            },
+            Either::Right(take) => match B::respond(take, parts) {
+                Respond::Pass => Respond::Pass,
+                Respond::Events(rule) => Respond::Events(Either::Right(rule)),
+                Respond::Json(json) => Respond::Json(Either::Right(json)),
+            },
+        }
+    }
+}
+
+impl<A: EventRule, B: EventRule> EventRule for Either<A, B> {
+    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
+        match self {
+            Either::Left(rule) => rule.on_event(event, out),
+            Either::Right(rule) => rule.on_event(event, out),
+        }
+    }
+
+    fn passes_rest(&self) -> bool {
+        match self {
+            Either::Left(rule) => rule.passes_rest(),
+            Either::Right(rule) => rule.passes_rest(),
+        }
+    }
+}
+
+impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
+    fn limit(&self) -> usize {
+        match self {
+            Either::Left(rule) => rule.limit(),
+            Either::Right(rule) => rule.limit(),
+        }
+    }
+
+    fn rewrite(&self, text: &str) -> Result<String, &'static str> {
+        match self {
+            Either::Left(rule) => rule.rewrite(text),
+            Either::Right(rule) => rule.rewrite(text),
+        }
+    }
+}
+
+/// The rule of a layer that rewrites no JSON response.
+impl JsonRule for Infallible {
+    fn limit(&self) -> usize {
+        match *self {}
+    }
+
+    fn rewrite(&self, _: &str) -> Result<String, &'static str> {
+        match *self {}
+    }
+}

@@ -1,0 +1,229 @@
+//! [`Reply`]: what a layer's response body is made of, and the macros that
+//! give each layer its own body and future around the shared ones.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use super::event_stream::{EventRule, EventStream};
+use super::rewind::{poll_bytes, Rewind};
+
+pin_project! {
+    /// A response as a layer hands it back: the inner service's body
+    /// untouched, a body the layer wrote (a rewrite, or its own answer), a
+    /// body it read and replays, or an SSE stream ruled event by event.
+    #[project = ReplyProj]
+    pub(crate) enum Reply<B, E>
+    where
+        B: Body,
+    {
+        PassThrough {
+            #[pin]
+            body: B,
+        },
+        Full {
+            data: Option<Bytes>,
+            trailers: Option<HeaderMap>,
+        },
+        Rewound {
+            #[pin]
+            body: Rewind<Pin<Box<B>>>,
+        },
+        Events {
+            #[pin]
+            body: EventStream<B, E>,
+        },
+    }
+}
+
+impl<B: Body, E> Reply<B, E> {
+    /// A body the layer wrote, with the trailers the inner's body ended with.
+    pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
+        Self::Full {
+            data: (!data.is_empty()).then_some(data),
+            trailers,
+        }
+    }
+
+    /// The variant's name, for `Debug`.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::PassThrough { .. } => "PassThrough",
+            Self::Full { .. } => "Full",
+            Self::Rewound { .. } => "Rewound",
+            Self::Events { .. } => "Events",
+        }
+    }
+}
+
+impl<B: Body, E> From<Bytes> for Reply<B, E> {
+    fn from(data: Bytes) -> Self {
+        Self::full(data, None)
+    }
+}
+
+impl<B: Body, E: EventRule> Body for Reply<B, E> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match self.project() {
+            ReplyProj::PassThrough { body } => poll_bytes(body, cx),
+            ReplyProj::Full { data, trailers } => Poll::Ready(
+                data.take()
+                    .map(Frame::data)
+                    .or_else(|| trailers.take().map(Frame::trailers))
+                    .map(Ok),
+            ),
+            ReplyProj::Rewound { body } => body.poll_frame(cx),
+            ReplyProj::Events { body } => body.poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::PassThrough { body } => body.is_end_stream(),
+            Self::Full { data, trailers } => data.is_none() && trailers.is_none(),
+            Self::Rewound { body } => body.is_end_stream(),
+            Self::Events { body } => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Self::PassThrough { body } => body.size_hint(),
+            Self::Full { data, .. } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
+            }
+            Self::Rewound { body } => body.size_hint(),
+            Self::Events { .. } => SizeHint::default(),
+        }
+    }
+}
+
+/// Defines a layer's response body: its own type around the [`Reply`] of
+/// its requests, ruled by `$rule` on event streams.
+macro_rules! response_body {
+    ($(#[$attr:meta])* pub struct $name:ident, rule: $rule:ty) => {
+        pin_project_lite::pin_project! {
+            $(#[$attr])*
+            pub struct $name<B>
+            where
+                B: http_body::Body,
+            {
+                #[pin]
+                reply: $crate::http::reply::Reply<B, $rule>,
+            }
+        }
+
+        impl<B: http_body::Body> $name<B> {
+            pub(crate) fn new(reply: $crate::http::reply::Reply<B, $rule>) -> Self {
+                Self { reply }
+            }
+        }
+
+        impl<B: http_body::Body> http_body::Body for $name<B> {
+            type Data = bytes::Bytes;
+            type Error = B::Error;
+
+            #[inline]
+            fn poll_frame(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, B::Error>>> {
+                self.project().reply.poll_frame(cx)
+            }
+
+            #[inline]
+            fn is_end_stream(&self) -> bool {
+                self.reply.is_end_stream()
+            }
+
+            #[inline]
+            fn size_hint(&self) -> http_body::SizeHint {
+                self.reply.size_hint()
+            }
+        }
+
+        /// An empty body, for layers such as tower-http's auth and timeout
+        /// that answer with a default body.
+        impl<B: http_body::Body> Default for $name<B> {
+            fn default() -> Self {
+                Self::new(bytes::Bytes::new().into())
+            }
+        }
+
+        impl<B: http_body::Body> std::fmt::Debug for $name<B> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("kind", &self.reply.kind())
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// Defines a layer's response future: its own type around the
+/// [`ResponseFuture`](super::intercept::ResponseFuture) of its `$rules`,
+/// yielding its own response body `$body`.
+macro_rules! response_future {
+    ($(#[$attr:meta])* pub struct $name:ident, rules: $rules:ty, body: $body:ident) => {
+        pin_project_lite::pin_project! {
+            $(#[$attr])*
+            pub struct $name<S, ReqBody, ResBody>
+            where
+                S: tower_service::Service<http::Request<$crate::RequestBody<ReqBody>>>,
+                ReqBody: http_body::Body,
+                ResBody: http_body::Body,
+            {
+                #[pin]
+                inner: $crate::http::intercept::ResponseFuture<$rules, S, ReqBody, ResBody>,
+            }
+        }
+
+        impl<S, ReqBody, ResBody> $name<S, ReqBody, ResBody>
+        where
+            S: tower_service::Service<http::Request<$crate::RequestBody<ReqBody>>>,
+            ReqBody: http_body::Body,
+            ResBody: http_body::Body,
+        {
+            pub(crate) fn new(
+                inner: $crate::http::intercept::ResponseFuture<$rules, S, ReqBody, ResBody>,
+            ) -> Self {
+                Self { inner }
+            }
+        }
+
+        impl<S, ReqBody, ResBody> std::future::Future for $name<S, ReqBody, ResBody>
+        where
+            S: tower_service::Service<
+                http::Request<$crate::RequestBody<ReqBody>>,
+                Response = http::Response<ResBody>,
+            >,
+            ReqBody: http_body::Body,
+            ResBody: http_body::Body,
+        {
+            type Output = Result<http::Response<$body<ResBody>>, S::Error>;
+
+            #[inline]
+            fn poll(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Self::Output> {
+                self.project()
+                    .inner
+                    .poll(cx)
+                    .map(|result| result.map(|response| response.map($body::new)))
+            }
+        }
+    };
+}
+
+pub(crate) use {response_body, response_future};
