@@ -24,9 +24,12 @@
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
-//! The router is assembled in `app.rs`, so `tests/reference_server.rs` can
-//! serve the same stack in-process. Resources, tasks and the three mcp-edge
-//! hooks all read one store (`store.rs`). `GET /debug/streams` (loopback
+//! The modules named here are in the workspace member `reference/`
+//! (`reference/src/`, the library `mcp_edge_reference`); this file is the
+//! binary around them. The router is assembled in `app.rs`, so
+//! `tests/reference_server.rs` can serve the same stack in-process.
+//! Resources, tasks and the three mcp-edge hooks all read one store
+//! (`store.rs`). `GET /debug/streams` (loopback
 //! peers only) counts the open listen streams. Logs go through `RUST_LOG`
 //! (default `info`).
 //!
@@ -44,29 +47,13 @@
 //!
 //! The acknowledgment lists only bob's notes.
 
-// The modules live in `examples/server/` (an example's root resolves `mod`
-// beside itself, hence the paths).
-#[path = "server/app.rs"]
-mod app;
-#[path = "server/bus.rs"]
-mod bus;
-#[path = "server/edge.rs"]
-mod edge;
-#[path = "server/endpoint.rs"]
-mod endpoint;
-#[path = "server/handler.rs"]
-mod handler;
-#[path = "server/listen.rs"]
-mod listen;
-#[path = "server/store.rs"]
-mod store;
-
 use std::error::Error;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
+use mcp_edge_reference::app;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 

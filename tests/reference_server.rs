@@ -1,32 +1,17 @@
 //! The reference deployment (`examples/server.rs`) end to end, over HTTP.
 //!
-//! The example's modules are compiled into this test as they are, and the
+//! The example's code comes from the workspace member `reference/` (the
+//! library `mcp_edge_reference`, which `examples/server.rs` uses too), and the
 //! very router the example serves is served here in-process, on a free
 //! 127.0.0.1 port, with a minimal HTTP/1.1 client (no client dependency).
 //! Every wait is bounded, and every server is stopped at the end of its test.
-
-#![allow(dead_code)]
-
-#[path = "../examples/server/app.rs"]
-mod app;
-#[path = "../examples/server/bus.rs"]
-mod bus;
-#[path = "../examples/server/edge.rs"]
-mod edge;
-#[path = "../examples/server/endpoint.rs"]
-mod endpoint;
-#[path = "../examples/server/handler.rs"]
-mod handler;
-#[path = "../examples/server/listen.rs"]
-mod listen;
-#[path = "../examples/server/store.rs"]
-mod store;
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_edge_reference::{app, bus};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};

@@ -30,6 +30,7 @@ pub struct McpEndpoint {
 }
 
 impl McpEndpoint {
+    /// Listens with an honoured filter go to `listen`, everything else to `rmcp`.
     pub fn new(rmcp: RmcpService, listen: ListenEndpoint) -> Self {
         Self { rmcp, listen }
     }

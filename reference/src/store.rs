@@ -22,9 +22,13 @@ enum Readers {
 /// One resource the server serves.
 #[derive(Debug)]
 pub struct DemoResource {
+    /// Its `demo://` URI.
     pub uri: &'static str,
+    /// Its name in `resources/list`.
     pub name: &'static str,
+    /// Its description in `resources/list`.
     pub description: &'static str,
+    /// Its content, as text.
     pub text: &'static str,
     readers: Readers,
     /// Whether the content can change, and so whether a subscription to it

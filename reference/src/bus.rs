@@ -1,10 +1,10 @@
-//! The example's in-process event bus.
+//! The reference deployment's in-process event bus.
 //!
-//! A tool that changes something publishes one [`Event`] under one
+//! A tool that changes something publishes one `Event` under one
 //! [`Topic`]; every open listen stream registered under that topic gets it.
 //! Streams register under the topics of their honoured filter, so the bus
 //! itself is the filter: a stream never sees an event it did not ask for
-//! and may not see. A [`Subscription`] removes its registrations when it is
+//! and may not see. A `Subscription` removes its registrations when it is
 //! dropped, so a client that disconnects leaves nothing behind.
 
 use std::collections::{HashMap, HashSet};
@@ -20,20 +20,22 @@ use tokio::sync::mpsc;
 const STREAM_BACKLOG: usize = 64;
 
 /// The subscription-id key every listen-stream message carries in `_meta`.
-pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// One notification, published once and delivered to many streams.
 #[derive(Debug)]
-pub struct Event {
-    pub topic: Topic,
-    pub method: &'static str,
+pub(crate) struct Event {
+    /// Which streams get it: those registered under this topic.
+    pub(crate) topic: Topic,
+    /// The notification's method.
+    pub(crate) method: &'static str,
     /// The notification's `params` object, serialized once at publish time.
     params: Box<RawValue>,
 }
 
 impl Event {
     /// An event for `topic`: `method` with `params` (a JSON object without `_meta`).
-    pub fn new(topic: Topic, method: &'static str, params: Map<String, Value>) -> Self {
+    pub(crate) fn new(topic: Topic, method: &'static str, params: Map<String, Value>) -> Self {
         let params =
             serde_json::value::to_raw_value(&params).expect("a JSON map always serializes");
         Self {
@@ -44,7 +46,7 @@ impl Event {
     }
 
     /// The notification as one stream sends it: tagged with its subscription id.
-    pub fn tagged(&self, subscription_id: &RawValue) -> String {
+    pub(crate) fn tagged(&self, subscription_id: &RawValue) -> String {
         // `params` is a compact JSON object: splice `_meta` in front of its members.
         let members = &self.params.get()[1..self.params.get().len() - 1];
         let separator = if members.is_empty() { "" } else { "," };
@@ -92,12 +94,16 @@ impl State {
 }
 
 impl Bus {
-    pub fn new() -> Arc<Self> {
+    /// An empty, open bus.
+    pub(crate) fn new() -> Arc<Self> {
         Arc::default()
     }
 
     /// Registers a stream under `topics`.
-    pub fn subscribe(self: &Arc<Self>, topics: impl IntoIterator<Item = Topic>) -> Subscription {
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        topics: impl IntoIterator<Item = Topic>,
+    ) -> Subscription {
         let (sender, receiver) = mpsc::channel(STREAM_BACKLOG);
         let topics: Vec<Topic> = topics.into_iter().collect();
         let mut state = self.state();
@@ -119,7 +125,7 @@ impl Bus {
     }
 
     /// Delivers `event` to every stream registered under its topic; returns how many.
-    pub fn publish(&self, event: Event) -> usize {
+    pub(crate) fn publish(&self, event: Event) -> usize {
         let event = Arc::new(event);
         let mut state = self.state();
         let Some(ids) = state.topics.get(&event.topic) else {
@@ -155,7 +161,7 @@ impl Bus {
     }
 
     /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.state().closed
     }
 
@@ -171,7 +177,7 @@ impl Bus {
 }
 
 /// One stream's registration; dropping it unregisters.
-pub struct Subscription {
+pub(crate) struct Subscription {
     bus: Arc<Bus>,
     id: u64,
     receiver: mpsc::Receiver<Arc<Event>>,
@@ -179,7 +185,7 @@ pub struct Subscription {
 
 /// Why a subscription stopped delivering.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
+pub(crate) enum End {
     /// The server is shutting down: close with the graceful result.
     Shutdown,
     /// The stream fell behind and was cut off.
@@ -188,17 +194,17 @@ pub enum End {
 
 impl Subscription {
     /// The stream's number on the bus, for logs.
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
     /// The next event, or why there are no more.
-    pub async fn recv(&mut self) -> Result<Arc<Event>, End> {
+    pub(crate) async fn recv(&mut self) -> Result<Arc<Event>, End> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// Polls for the next event, or why there are no more.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Arc<Event>, End>> {
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<Arc<Event>, End>> {
         self.receiver.poll_recv(cx).map(|event| {
             event.ok_or(if self.bus.is_closed() {
                 End::Shutdown

@@ -1,5 +1,5 @@
-//! The whole stack as one axum [`Router`], shared by `server.rs` (the
-//! binary) and `tests/reference_server.rs` (which serves it in-process).
+//! The whole stack as one axum [`Router`], shared by `examples/server.rs`
+//! (the binary) and `tests/reference_server.rs` (which serves it in-process).
 
 use std::error::Error;
 use std::future::ready;
@@ -27,11 +27,12 @@ use crate::listen::ListenEndpoint;
 use crate::store::Store;
 
 /// Keep-alive comment interval on idle listen streams.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The assembled server, ready for `axum::serve` with connect info
 /// (`into_make_service_with_connect_info::<SocketAddr>()`).
 pub struct App {
+    /// Every route: `/mcp` behind the whole stack, and `/debug/streams`.
     pub router: Router,
     /// The event bus; [`Bus::close`] ends every open listen gracefully.
     pub bus: Arc<Bus>,
@@ -40,7 +41,7 @@ pub struct App {
 }
 
 /// What the server offers. The hooks read the same store as the handler.
-pub fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
+fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
     let (access, subscriptions, directory) = (store.clone(), store.clone(), store.clone());
     ServerProfile::builder()
         .base_capabilities(serde_json::json!({

@@ -47,6 +47,7 @@ pub struct ListenEndpoint {
 }
 
 impl ListenEndpoint {
+    /// Streams from `bus`, with a keep-alive comment every `keep_alive` when idle.
     pub fn new(bus: Arc<Bus>, keep_alive: Duration) -> Self {
         Self { bus, keep_alive }
     }

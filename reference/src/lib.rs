@@ -1,0 +1,24 @@
+//! The code of the mcp-edge reference deployment: a real MCP server on rmcp,
+//! hardened by both mcp-edge layers and stacked with auth.
+//!
+//! `examples/server.rs` (the binary: arguments, logging, graceful shutdown)
+//! and `tests/reference_server.rs` (which serves the same stack in-process)
+//! share it from this workspace member, so both compile the very same
+//! modules. [`app::build`] assembles the whole stack as one axum router;
+//! everything else stays inside the crate:
+//!
+//! - `edge`: DNS-rebinding protection, bearer auth and legacy sessions bound
+//!   to their caller (the outermost middlewares).
+//! - `endpoint`: the inner service, sending each honoured listen to
+//!   `listen` and everything else to rmcp.
+//! - `listen`, [`bus`]: the listen streams, fed by an in-process event bus.
+//! - `handler`: the rmcp server handler (tools, resources, tasks).
+//! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
+
+pub mod app;
+pub mod bus;
+mod edge;
+mod endpoint;
+mod handler;
+mod listen;
+mod store;
