@@ -66,10 +66,23 @@ fn main() {
     let p = profile();
     let inner = Inner::json(SMALL_RESULT);
     let mut bare = inner.clone();
-    let (mut both, mut caps, mut listen) = stacks(&p, &inner);
+    let Stacks {
+        mut both,
+        mut edge,
+        mut caps,
+        mut listen,
+    } = stacks(&p, &inner);
     println!(
-        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
-        "case", "bare B", "both B", "Δboth B", "Δallocs", "Δcaps B", "Δlisten B", "Δpeak B"
+        "{:<18} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
+        "case",
+        "bare B",
+        "both B",
+        "Δboth B",
+        "Δallocs",
+        "Δedge B",
+        "Δcaps B",
+        "Δlisten B",
+        "Δpeak B"
     );
     for (size, sname) in [
         (1024, "1KiB"),
@@ -88,6 +101,9 @@ fn main() {
             let (lb, lc, lp) = measure(|| {
                 roundtrip(&mut both, req());
             });
+            let (eb, _, _) = measure(|| {
+                roundtrip(&mut edge, req());
+            });
             let (cb, _, _) = measure(|| {
                 roundtrip(&mut caps, req());
             });
@@ -97,8 +113,9 @@ fn main() {
             let label = format!("{sname}_{}", if last { "last" } else { "first" });
             let d = lb as i64 - bb as i64;
             println!(
-                "{label:<18} {bb:>12} {lb:>12} {d:>12} {:>12} {:>12} {:>12} {:>12}",
+                "{label:<18} {bb:>12} {lb:>12} {d:>12} {:>12} {:>12} {:>12} {:>12} {:>12}",
                 lc as i64 - bc as i64,
+                eb as i64 - bb as i64,
                 cb as i64 - bb as i64,
                 fb as i64 - bb as i64,
                 lp as i64 - bp as i64

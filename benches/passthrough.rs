@@ -1,5 +1,5 @@
-//! Benchmark 1: pass-through of a modern `tools/call` through both layers,
-//! each layer alone, and the bare inner service.
+//! Benchmark 1: pass-through of a modern `tools/call` through both layers
+//! stacked, the combined layer, each layer alone, and the bare inner service.
 //!
 //! `cargo bench --bench passthrough -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
 
@@ -69,7 +69,12 @@ fn main() {
     let p = profile();
     let inner = Inner::json(SMALL_RESULT);
     let mut bare = inner.clone();
-    let (mut both, mut caps, mut listen) = stacks(&p, &inner);
+    let Stacks {
+        mut both,
+        mut edge,
+        mut caps,
+        mut listen,
+    } = stacks(&p, &inner);
     // Both layers, the listen filter not scanning other bodies for a second method.
     let mut unscanned = ServiceBuilder::new()
         .layer(CapabilitiesLayer::new(p.clone()))
@@ -81,6 +86,7 @@ fn main() {
     for case in &cases {
         let a = call(&mut bare, &case.chunks);
         assert_eq!(a, call(&mut both, &case.chunks), "{}", case.label);
+        assert_eq!(a, call(&mut edge, &case.chunks), "{}", case.label);
         assert_eq!(a, call(&mut unscanned, &case.chunks), "{}", case.label);
     }
 
@@ -99,6 +105,9 @@ fn main() {
                 }),
                 ("both", &mut || {
                     black_box(call(&mut both, ch));
+                }),
+                ("edge", &mut || {
+                    black_box(call(&mut edge, ch));
                 }),
                 ("caps_only", &mut || {
                     black_box(call(&mut caps, ch));

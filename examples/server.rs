@@ -1,5 +1,5 @@
 //! The mcp-edge reference deployment: a real MCP server on rmcp, hardened by
-//! both mcp-edge layers and stacked with auth.
+//! mcp-edge and stacked with auth.
 //!
 //! ```text
 //! cargo run --example server -- [--addr HOST:PORT] [--bare]
@@ -13,15 +13,15 @@
 //!    a loopback name, or 403 (`edge.rs`).
 //! 2. Bearer auth: `alice-token` is alice, `bob-token` is bob, no header is
 //!    anonymous, anything else is 401 (`edge.rs`).
-//! 3. [`CapabilitiesLayer`]: `server/discover` advertises the profile's
-//!    capabilities, exactly what is served.
-//! 4. [`ListenFilterLayer`]: each `subscriptions/listen` filter is honoured
-//!    for its caller (only URIs the caller may read, only tasks it owns).
-//! 5. The inner service: honoured listens are served from the example's own
+//! 3. [`EdgeLayer`], both promises with one read of each body:
+//!    `server/discover` advertises the profile's capabilities, exactly what
+//!    is served, and each `subscriptions/listen` filter is honoured for its
+//!    caller (only URIs the caller may read, only tasks it owns).
+//! 4. The inner service: honoured listens are served from the example's own
 //!    event bus (`listen.rs`, `bus.rs`), everything else by rmcp
 //!    (`handler.rs`).
 //!
-//! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
+//! `--bare` drops 3: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
 //! The modules named here are in the workspace member `reference/`

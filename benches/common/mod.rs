@@ -16,7 +16,8 @@ use http_body::{Body, Frame};
 use http_body_util::combinators::Collect;
 use http_body_util::{BodyExt, Full};
 use mcp_edge::{
-    Capabilities, CapabilitiesLayer, ListenFilter, ListenFilterLayer, Principal, ServerProfile,
+    Capabilities, CapabilitiesLayer, Edge, EdgeLayer, ListenFilter, ListenFilterLayer, Principal,
+    ServerProfile,
 };
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -308,27 +309,35 @@ pub fn compare(
     Some(rows)
 }
 
-/// The stacks the pass-through benches compare with `inner`: both layers,
-/// the capabilities layer alone, the listen filter alone.
-pub fn stacks(
-    p: &ServerProfile,
-    inner: &Inner,
-) -> (
-    Capabilities<ListenFilter<Inner>>,
-    Capabilities<Inner>,
-    ListenFilter<Inner>,
-) {
-    let both = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
-    let caps = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
-        .service(inner.clone());
-    let listen = ServiceBuilder::new()
-        .layer(ListenFilterLayer::new(p.clone()))
-        .service(inner.clone());
-    (both, caps, listen)
+/// The stacks the pass-through benches compare with `inner`.
+pub struct Stacks {
+    /// Both promises, the two layers stacked.
+    pub both: Capabilities<ListenFilter<Inner>>,
+    /// Both promises, the combined layer.
+    pub edge: Edge<Inner>,
+    /// The capabilities layer alone.
+    pub caps: Capabilities<Inner>,
+    /// The listen filter alone.
+    pub listen: ListenFilter<Inner>,
+}
+
+/// Every stack over `inner`.
+pub fn stacks(p: &ServerProfile, inner: &Inner) -> Stacks {
+    Stacks {
+        both: ServiceBuilder::new()
+            .layer(CapabilitiesLayer::new(p.clone()))
+            .layer(ListenFilterLayer::new(p.clone()))
+            .service(inner.clone()),
+        edge: ServiceBuilder::new()
+            .layer(EdgeLayer::new(p.clone()))
+            .service(inner.clone()),
+        caps: ServiceBuilder::new()
+            .layer(CapabilitiesLayer::new(p.clone()))
+            .service(inner.clone()),
+        listen: ServiceBuilder::new()
+            .layer(ListenFilterLayer::new(p.clone()))
+            .service(inner.clone()),
+    }
 }
 
 /// True when the bench binary runs under `--profile-time` or criterion's

@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::StatusCode;
-use mcp_edge::{CapabilitiesLayer, Era, ListenFilterLayer, Principal, ServerProfile};
+use mcp_edge::{EdgeLayer, Era, Principal, ServerProfile};
 use rmcp::model::ServerCapabilities;
 use rmcp::transport::StreamableHttpServerConfig;
 use tower::ServiceBuilder;
@@ -98,9 +98,9 @@ pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
     let routes = if bare {
         Router::new().route_service("/mcp", endpoint)
     } else {
+        // Both promises, with one read of each body.
         let layered = ServiceBuilder::new()
-            .layer(CapabilitiesLayer::new(profile.clone()))
-            .layer(ListenFilterLayer::new(profile))
+            .layer(EdgeLayer::new(profile))
             .service(endpoint);
         Router::new().route_service("/mcp", layered)
     };

@@ -21,7 +21,7 @@ use crate::listen::{ListenEndpoint, McpBody};
 /// sessions for the legacy era (an `initialize` opens one).
 pub type RmcpService = StreamableHttpService<Demo, LocalSessionManager>;
 
-/// Routes by the [`HonouredFilter`] extension that `ListenFilterLayer`
+/// Routes by the [`HonouredFilter`] extension that `EdgeLayer`
 /// inserts: only a listen it honoured carries one.
 #[derive(Clone)]
 pub struct McpEndpoint {

@@ -1,6 +1,6 @@
 //! `subscriptions/listen`, served from the bus.
 //!
-//! By the time a listen gets here, `ListenFilterLayer` has validated its
+//! By the time a listen gets here, `EdgeLayer` has validated its
 //! filter, authorized every URI and task id for the caller, and put the
 //! result into the request extensions as a [`HonouredFilter`]. What is left
 //! is what rmcp does for every request — check the per-request `_meta` and

@@ -1,6 +1,7 @@
 use tower_layer::Layer;
 
 use super::Capabilities;
+use crate::http::peek::PeekLimits;
 use crate::ServerProfile;
 
 /// Layer that applies [`Capabilities`], which fills in the `capabilities` of
@@ -8,12 +9,17 @@ use crate::ServerProfile;
 #[derive(Debug, Clone)]
 pub struct CapabilitiesLayer {
     pub(super) profile: ServerProfile,
+    // Read on every request: kept at hand.
+    pub(super) limits: PeekLimits,
 }
 
 impl CapabilitiesLayer {
     /// Creates a layer that advertises what `profile` offers.
     pub fn new(profile: ServerProfile) -> Self {
-        Self { profile }
+        Self {
+            limits: PeekLimits::of(&profile),
+            profile,
+        }
     }
 }
 

@@ -20,7 +20,8 @@ pub(crate) struct Target {
     id: Box<str>,
     era: Era,
     profile: ServerProfile,
-    narrowed: Option<Advertised>,
+    // Boxed: rare, and the target rides in every response future.
+    narrowed: Option<Box<Advertised>>,
 }
 
 impl Target {
@@ -32,7 +33,7 @@ impl Target {
     ) -> Self {
         let narrowed = profile
             .narrows_per_caller()
-            .then(|| Advertised::new(profile.capabilities_for(caller, era)));
+            .then(|| Box::new(Advertised::new(profile.capabilities_for(caller, era))));
         Self {
             id,
             era,
@@ -51,7 +52,7 @@ impl JsonRule for Target {
     fn rewrite(&self, text: &str) -> Result<String, Skip> {
         let caps = self
             .narrowed
-            .as_ref()
+            .as_deref()
             .unwrap_or_else(|| self.profile.advertised(self.era));
         // Capabilities that depend on the caller must not be cached for others.
         let private = self.narrowed.is_some() && self.era == Era::Modern;

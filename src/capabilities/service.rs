@@ -100,21 +100,21 @@ impl Rules for CapabilitiesLayer {
     type Json = Target;
 
     fn limits(&self) -> PeekLimits {
-        let limits = self.profile.limits();
-        PeekLimits {
-            method: limits.max_peek,
-            listen: limits.max_listen_body,
-        }
+        self.limits
     }
 
     fn watches(&self) -> bool {
         false
     }
 
-    fn gate(&self, head: &Head) -> Gate {
+    fn peeks(&self, head: &Head) -> bool {
         // A compressed body cannot be looked into; the layer sits inside
         // decompression.
-        if !head.inspected(INTEREST) || head.encoded {
+        head.inspected(INTEREST) && !head.encoded
+    }
+
+    fn gate(&self, head: &Head) -> Gate {
+        if !self.peeks(head) {
             return Gate::Skip;
         }
         // Never fail open: an intercepted request too long to read is refused.

@@ -14,12 +14,13 @@
 //! nothing after its answer, which is what a pass-through on the hot path needs.
 
 use std::ops::Range;
+
 use std::sync::LazyLock;
 
 use memchr::memchr;
 use memchr::memmem::Finder;
 
-use super::text::{is_ws, quote_or_backslash, structural};
+use super::text::{is_ws, quote_or_backslash, skip_space, structural};
 
 /// Which method a request is, as far as the edge cares.
 ///
@@ -80,7 +81,7 @@ const METHOD_KEY: &[u8] = b"method";
 
 /// How many decoded bytes of the method value are kept. Every name we classify is far
 /// shorter, so a longer value is `Other` without further decoding.
-const VALUE_CAP: usize = 64;
+const VALUE_CAP: usize = 32;
 
 /// Where the scanner is in the grammar. Strings being decoded (a key that may still be
 /// `method`, the method value) have their own states; every other string, nested value
@@ -260,10 +261,10 @@ impl Scanner {
         self.feed_chunk(chunk, false)
     }
 
-    /// [`Scanner::feed`] with the body's last chunk: when the one-pass path
-    /// reads the method and the bytes after it are [plain](is_plain), no
-    /// second `method` can follow, and the method decides without them being
-    /// scanned (bad syntax there is then left to whoever parses the body).
+    /// [`Scanner::feed`] with the body's last chunk: when the skim reads the
+    /// method and the bytes after it are [plain](is_plain), no second `method`
+    /// can follow, and the method decides without them being scanned (bad
+    /// syntax there is then left to whoever parses the body).
     pub(crate) fn feed_last(&mut self, chunk: &[u8]) -> Option<Outcome> {
         self.feed_chunk(chunk, true)
     }
@@ -272,35 +273,156 @@ impl Scanner {
         if self.decided.is_some() {
             return self.decided;
         }
-        let mut from = 0;
-        let first = self.consumed == 0;
-        if let Some(Quick { read, method, id }) = first.then(|| quick_method(chunk)).flatten() {
+        let (before, mut from) = (self.consumed, 0);
+        if before == 0 && self.state == State::Start {
             // Nothing was read before this chunk, so its offsets are the body's.
-            self.id = id;
-            if !method.is_intercepted() && !self.whole {
-                // Other bodies may be huge and are never read past their method.
-                self.consumed = read;
-                self.decided = Some(Outcome::Method(method));
-                return self.decided;
+            match self.skim(chunk, last) {
+                Ok(outcome) => return Some(outcome),
+                Err(at) => from = at,
             }
-            if last && is_plain(&chunk[read..]) {
-                self.consumed = chunk.len();
-                self.decided = Some(Outcome::Method(method));
-                return self.decided;
-            }
-            // Where `run` would be after the method value: go on from there.
-            self.method = Some(method);
-            self.state = State::AfterValue;
-            from = read;
         }
         match self.run(&chunk[from..]) {
             Some((read, outcome)) => {
-                self.consumed += from + read;
-                self.decided = Some(outcome);
+                self.decide(before + from + read, outcome);
             }
-            None => self.consumed += chunk.len(),
+            None => self.consumed = before + chunk.len(),
         }
         self.decided
+    }
+
+    /// Records the outcome, decided by the byte just before `at`.
+    fn decide(&mut self, at: usize, outcome: Outcome) -> Outcome {
+        self.consumed = at;
+        self.decided = Some(outcome);
+        outcome
+    }
+
+    /// The fast path over a body's first chunk: whole top-level members are read
+    /// with tight loops, and keys and the method value compared as they stand.
+    /// Whatever is unusual (an escaped key or method value, a method that is not
+    /// a string, bad syntax, a key cut by the chunk's end) is left to the
+    /// byte-wise grammar from the last point where both agree: `Err` with where
+    /// [`Scanner::run`] goes on, in the state left for it.
+    fn skim(&mut self, chunk: &[u8], last: bool) -> Result<Outcome, usize> {
+        let mut i = skip_space(chunk, 0);
+        if chunk.get(i) != Some(&b'{') {
+            return Err(0);
+        }
+        i += 1;
+        // The last point where the grammar can take over: its state and offset.
+        let mut resume = (State::BeforeFirstKey, i);
+        // The `id` values before the method: the span of the last, and how many.
+        let (mut id, mut ids) = (None, 0usize);
+        loop {
+            i = skip_space(chunk, i);
+            match chunk.get(i) {
+                Some(b'"') => {}
+                Some(b'}') if resume.0 == State::BeforeFirstKey => {
+                    return Ok(self.decide(i + 1, self.end_object()));
+                }
+                _ => return Err(self.resume(resume)),
+            }
+            let Some(key_end) = plain_string(chunk, i + 1) else {
+                return Err(self.resume(resume));
+            };
+            let key = &chunk[i + 1..key_end];
+            let is_method = key == METHOD_KEY;
+            if is_method && self.method.is_some() {
+                return Ok(self.decide(key_end + 1, Outcome::DuplicateMethod));
+            }
+            i = skip_space(chunk, key_end + 1);
+            if chunk.get(i) != Some(&b':') {
+                return Err(self.resume(resume));
+            }
+            i = skip_space(chunk, i + 1);
+            let end = if is_method {
+                let end = match chunk.get(i) {
+                    Some(b'"') => plain_string(chunk, i + 1),
+                    _ => None,
+                };
+                let Some(end) = end else {
+                    return Err(self.resume(resume));
+                };
+                let method = Method::from_name(&chunk[i + 1..end]);
+                self.id = id.take().filter(|_| ids == 1);
+                if !method.is_intercepted() && !self.whole {
+                    // Other bodies may be huge and are never read past their method.
+                    return Ok(self.decide(end + 1, Outcome::Method(method)));
+                }
+                if last && is_plain(&chunk[end + 1..]) {
+                    return Ok(self.decide(chunk.len(), Outcome::Method(method)));
+                }
+                // Intercepted bodies are small and buffered anyway: check them whole.
+                self.method = Some(method);
+                end + 1
+            } else {
+                let start = i;
+                let end = match chunk.get(i) {
+                    Some(&first) => self.skim_value(chunk, i, first),
+                    None => Err(false),
+                };
+                let end = match end {
+                    Ok(end) => end,
+                    // The chunk ended inside the value: the grammar goes on there.
+                    Err(true) => return Err(chunk.len()),
+                    Err(false) => return Err(self.resume(resume)),
+                };
+                if key == b"id" && self.method.is_none() {
+                    ids += 1;
+                    id = (chunk[start] != b'{' && chunk[start] != b'[').then_some(start..end);
+                }
+                end
+            };
+            resume = (State::AfterValue, end);
+            i = skip_space(chunk, end);
+            match chunk.get(i) {
+                Some(b',') => {
+                    i += 1;
+                    resume = (State::BeforeKey, i);
+                }
+                Some(b'}') => return Ok(self.decide(i + 1, self.end_object())),
+                _ => return Err(self.resume(resume)),
+            }
+        }
+    }
+
+    /// Puts the grammar in `state` at `at`.
+    fn resume(&mut self, (state, at): (State, usize)) -> usize {
+        self.state = state;
+        at
+    }
+
+    /// Skims a member value other than the method's, starting with `first` at
+    /// `chunk[i]`, with the bulk loops of [`Scanner::run`]: `Ok` just past it;
+    /// `Err(true)` when the chunk ended inside it, in the state to go on in;
+    /// `Err(false)` when it is for the grammar to read.
+    fn skim_value(&mut self, chunk: &[u8], i: usize, first: u8) -> Result<usize, bool> {
+        let flow = match first {
+            b'"' => {
+                self.then = Then::AfterValue;
+                self.skip_string(chunk, i + 1)
+            }
+            b'{' | b'[' => {
+                self.depth = 1;
+                self.state = State::Nested;
+                self.skip_nested(chunk, i + 1)
+            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                match chunk[i..].iter().position(|&c| !is_scalar_byte(c)) {
+                    Some(len) => Flow::Continue(i + len),
+                    None => {
+                        self.state = State::Scalar;
+                        Flow::More
+                    }
+                }
+            }
+            _ => return Err(false),
+        };
+        match flow {
+            Flow::Continue(end) => Ok(end),
+            Flow::More => Err(true),
+            Flow::Invalid(_) => Err(false),
+        }
     }
 
     /// The body ended. Returns the decided outcome, or `Invalid` if the body ended
@@ -700,82 +822,19 @@ impl Scanner {
     }
 }
 
-/// What [`quick_method`] read.
-#[derive(Debug, PartialEq, Eq)]
-struct Quick {
-    /// Bytes read, up to the method value's closing quote.
-    read: usize,
-    method: Method,
-    /// The span of the `id` value, when exactly one came before the method.
-    id: Option<Range<usize>>,
-}
-
-/// The common body's method in one pass over its first chunk: an object whose
-/// members before the first `method` have keys without escapes and plain
-/// string or scalar values, and whose method is a string without escapes.
-/// `None` leaves the body to [`Scanner::run`], which reads the same method
-/// there for every body this answers.
-fn quick_method(chunk: &[u8]) -> Option<Quick> {
-    let skip_ws = |from: usize| from + chunk[from..].iter().take_while(|&&b| is_ws(b)).count();
-    // The end of a string starting at `from`, if no backslash comes first.
-    let plain_string = |from: usize| {
-        let end = from + quote_or_backslash(&chunk[from..])?;
-        (chunk[end] == b'"').then_some(end)
-    };
-    let mut i = skip_ws(0);
-    if chunk.get(i) != Some(&b'{') {
-        return None;
-    }
-    let (mut id, mut ids) = (None, 0);
-    loop {
-        // After `{` or `,`: a key.
-        i = skip_ws(i + 1);
-        if chunk.get(i) != Some(&b'"') {
-            return None;
-        }
-        let key_end = plain_string(i + 1)?;
-        let key = &chunk[i + 1..key_end];
-        let is_method = key == METHOD_KEY;
-        i = skip_ws(key_end + 1);
-        if chunk.get(i) != Some(&b':') {
-            return None;
-        }
-        i = skip_ws(i + 1);
-        let start = i;
-        match *chunk.get(i)? {
-            b'"' => {
-                let end = plain_string(i + 1)?;
-                if is_method {
-                    return Some(Quick {
-                        read: end + 1,
-                        method: Method::from_name(&chunk[i + 1..end]),
-                        id: id.filter(|_| ids == 1),
-                    });
-                }
-                i = end + 1;
-            }
-            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' if !is_method => {
-                i += chunk[i..].iter().position(|&b| !is_scalar_byte(b))?;
-            }
-            _ => return None,
-        }
-        if key == b"id" {
-            id = Some(start..i);
-            ids += 1;
-        }
-        i = skip_ws(i);
-        if chunk.get(i) != Some(&b',') {
-            return None;
-        }
-    }
-}
-
 /// True when `rest`, the bytes after a method, hold neither `method` nor a
 /// backslash: no parser can read a second `method` key there, not even one
 /// that decodes escapes in keys or accepts unquoted ones.
 pub(crate) fn is_plain(rest: &[u8]) -> bool {
     static METHOD: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(METHOD_KEY));
     memchr(b'\\', rest).is_none() && METHOD.find(rest).is_none()
+}
+
+/// The end of the string whose body starts at `chunk[from]`: the index of
+/// its closing quote, when no backslash comes first.
+fn plain_string(chunk: &[u8], from: usize) -> Option<usize> {
+    let end = from + quote_or_backslash(chunk.get(from..)?)?;
+    (chunk[end] == b'"').then_some(end)
 }
 
 /// Bytes that can continue a number or a literal; anything else ends it.
@@ -1069,37 +1128,28 @@ mod tests {
         let body = br#" { "jsonrpc" : "2.0", "id":-1.5e3 ,"method":"tools/call","params":{}}"#;
         let read = after(body, b"tools/call\"", 0);
         let id = after(body, b"\"id\":", 0);
-        assert_eq!(
-            quick_method(body),
-            Some(Quick {
-                read,
-                method: Method::Other,
-                id: Some(id..id + 6)
-            })
-        );
-        assert_eq!(outcome(body), Outcome::Method(Method::Other));
+        let mut scanner = Scanner::new();
+        assert_eq!(scanner.feed(body), Some(OTHER));
+        assert_eq!(scanner.consumed(), read);
+        assert_eq!(scanner.id(), Some(id..id + 6));
+        assert_eq!(outcome(body), OTHER);
         // An intercepted method is read the same way; the scanner goes on after it.
         let listen = br#"{"id":"a b","method":"subscriptions/listen","params":{"method":1}}"#;
-        let read = after(listen, b"listen\"", 0);
-        assert_eq!(
-            quick_method(listen),
-            Some(Quick {
-                read,
-                method: Method::Listen,
-                id: Some(6..11)
-            })
-        );
         let mut scanner = Scanner::new();
-        assert_eq!(scanner.feed(listen), Some(Outcome::Method(Method::Listen)));
+        assert_eq!(scanner.feed(listen), Some(LISTEN));
         assert_eq!(scanner.consumed(), listen.len());
         assert_eq!(&listen[scanner.id().unwrap()], br#""a b""#);
+        // Nested values and escaped strings before the method are skimmed too.
+        let nested = br#"{"params":{"a":["}",{"b":"\""}]},"id":"\u0031","method":"tools/call"}"#;
+        let mut scanner = Scanner::new();
+        assert_eq!(scanner.feed(nested), Some(OTHER));
+        assert_eq!(scanner.consumed(), nested.len() - 1);
+        assert_eq!(&nested[scanner.id().unwrap()], br#""\u0031""#);
         let twice = br#"{"method":"initialize","method":"x"}"#;
-        assert_eq!(
-            quick_method(twice).map(|quick| (quick.method, quick.id)),
-            Some((Method::Initialize, None))
-        );
-        assert_eq!(outcome(twice), Outcome::DuplicateMethod);
-        // As a last chunk, a plain rest decides at once; any other is scanned.
+        let mut scanner = Scanner::new();
+        assert_eq!(scanner.feed(twice), Some(Outcome::DuplicateMethod));
+        assert_eq!(scanner.consumed(), after(twice, b"\"method\"", 1));
+        assert_eq!(scanner.id(), None);
         for (body, expected) in [
             (
                 &br#"{"method":"server/discover","params":{}}"#[..],
@@ -1118,6 +1168,8 @@ mod tests {
                 Outcome::DuplicateMethod,
             ),
         ] {
+            assert_eq!(outcome(body), expected, "{}", String::from_utf8_lossy(body));
+            // As a last chunk, a plain rest decides at once; any other is scanned.
             let mut scanner = Scanner::new();
             assert_eq!(
                 scanner.feed_last(body),
@@ -1126,26 +1178,41 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
-        // Two ids before the method: neither is taken.
-        let ids = br#"{"id":1,"id":2,"method":"server/discover"}"#;
-        assert_eq!(quick_method(ids).and_then(|quick| quick.id), None);
-        // Anything else is left to the scanner: escapes, nested values first,
-        // non-string methods, a chunk that ends too soon.
-        for other in [
-            &br#"{"id":"\u0031","method":"tools/call"}"#[..],
-            br#"{"params":{},"method":"tools/call"}"#,
-            br#"{"method":"subscriptions/\u006cisten"}"#,
-            br#"{"method":1}"#,
-            br#"{"id":1,"method":"tools/ca"#,
-            br#"{"id":1}"#,
-            br#"[{"method":"x"}]"#,
+        // Two ids before the method, or one that is not a string or a scalar: none is taken.
+        for ids in [
+            &br#"{"id":1,"id":2,"method":"server/discover"}"#[..],
+            br#"{"id":{"a":1},"method":"server/discover"}"#,
         ] {
+            let mut scanner = Scanner::new();
+            assert_eq!(scanner.feed(ids), Some(DISCOVER));
+            assert_eq!(scanner.id(), None, "{}", String::from_utf8_lossy(ids));
+        }
+        // What the skim leaves to the grammar reads as the grammar reads it:
+        // escaped keys and methods, non-string methods, bad syntax, a chunk that
+        // ends too soon. No id is taken when the grammar read the method.
+        for (other, expected) in [
+            (&br#"{"id":1,"m\u0065thod":"tools/call"}"#[..], Some(OTHER)),
+            (
+                br#"{"id":1,"method":"subscriptions/\u006cisten"}"#,
+                Some(LISTEN),
+            ),
+            (br#"{"id":1,"method":1}"#, Some(Outcome::NoMethod)),
+            (br#"{"id":1,,"method":"x"}"#, Some(Outcome::Invalid)),
+            (br#"{"id":"\x","method":"x"}"#, Some(Outcome::Invalid)),
+            (br#"{"id":1,"method":"tools/ca"#, None),
+            (br#"{"id":1,"params":{"a":"#, None),
+            (br#"{"id":1}"#, Some(Outcome::NoMethod)),
+            (br#"[{"method":"x"}]"#, Some(Outcome::Batch)),
+        ] {
+            let mut scanner = Scanner::new();
             assert_eq!(
-                quick_method(other),
-                None,
+                scanner.feed(other),
+                expected,
                 "{}",
                 String::from_utf8_lossy(other)
             );
+            assert_eq!(scanner.id(), None, "{}", String::from_utf8_lossy(other));
+            assert_eq!(scan(other).0, expected.unwrap_or(Outcome::Invalid));
         }
     }
 
@@ -1724,11 +1791,12 @@ mod tests {
             let mut scanner = Scanner::new();
             assert_eq!(scanner.feed(doc.as_bytes()), Some(DISCOVER), "{doc}");
             let prefix = &doc[..doc.find(r#""method""#).unwrap()];
-            let plain = !prefix.contains('\\') && !prefix[1..].contains('{');
-            let single = prefix.matches(r#""id""#).count() == 1;
+            // `"params":{"id":3}` holds the only nested id.
+            let nested = prefix.matches(r#"{"id":3}"#).count();
+            let single = prefix.matches(r#""id""#).count() - nested == 1;
             match scanner.id() {
                 Some(range) => {
-                    assert!(plain && single, "{doc}");
+                    assert!(single, "{doc}");
                     let prefix: serde_json::Value =
                         serde_json::from_str(&format!("{}\"m\":1}}", prefix)).unwrap();
                     let id: serde_json::Value = serde_json::from_str(&doc[range]).unwrap();
@@ -1736,7 +1804,7 @@ mod tests {
                     read += 1;
                 }
                 None => {
-                    assert!(!(plain && single), "{doc}");
+                    assert!(!single, "{doc}");
                     left += 1;
                 }
             }

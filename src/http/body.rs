@@ -38,8 +38,7 @@ pin_project! {
             body: B,
         },
         Rewound {
-            #[pin]
-            body: Rewind<Watch<Pin<Box<B>>>>,
+            body: Pin<Box<Watch<Rewind<B>>>>,
         },
         Full {
             data: Option<Bytes>,
@@ -56,7 +55,7 @@ impl<B: Body> RequestBody<B> {
     }
 
     /// A body read in part, handed on whole.
-    pub(crate) fn rewound(body: Rewind<Watch<Pin<Box<B>>>>) -> Self {
+    pub(crate) fn rewound(body: Pin<Box<Watch<Rewind<B>>>>) -> Self {
         Self {
             kind: Kind::Rewound { body },
         }
@@ -82,7 +81,7 @@ impl<B: Body> Body for RequestBody<B> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             KindProj::PassThrough { body } => poll_bytes(body, cx),
-            KindProj::Rewound { body } => body.poll_frame(cx),
+            KindProj::Rewound { body } => body.as_mut().poll_frame(cx),
             KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
         }
     }

@@ -71,35 +71,44 @@ pub(crate) struct Head {
 }
 
 impl Head {
-    /// Reads the head of a request; only a `POST`'s headers are looked at.
+    /// Reads the head of a request, in one pass over its headers; only a
+    /// `POST`'s headers are looked at.
     pub(crate) fn read(parts: &Parts) -> Self {
-        if parts.method != http::Method::POST {
-            return Self {
-                post: false,
-                content: Content::Other,
-                named: None,
-                length: None,
-                encoded: false,
-            };
-        }
-        let headers = &parts.headers;
-        let content = match headers.get(header::CONTENT_TYPE) {
-            None => Content::Missing,
-            Some(value) if is_json_type(value.as_bytes()) => Content::Json,
-            Some(_) => Content::Other,
+        let mut head = Self {
+            post: false,
+            content: Content::Missing,
+            named: None,
+            length: None,
+            encoded: false,
         };
-        Self {
-            post: true,
-            content,
-            named: headers
-                .get(&MCP_METHOD)
-                .map(|value| Method::from_name(value.as_bytes())),
-            length: headers
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok()),
-            encoded: is_encoded(headers),
+        if parts.method != http::Method::POST {
+            return head;
         }
+        head.post = true;
+        let (mut typed, mut named, mut measured) = (false, false, false);
+        for (name, value) in &parts.headers {
+            let value = value.as_bytes();
+            if name == header::CONTENT_TYPE {
+                if !typed {
+                    typed = true;
+                    head.content = match is_json_type(value) {
+                        true => Content::Json,
+                        false => Content::Other,
+                    };
+                }
+            } else if name == header::CONTENT_LENGTH {
+                if !measured {
+                    measured = true;
+                    head.length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                }
+            } else if name == header::CONTENT_ENCODING {
+                head.encoded |= !value.eq_ignore_ascii_case(b"identity");
+            } else if name == MCP_METHOD && !named {
+                named = true;
+                head.named = Some(Method::from_name(value));
+            }
+        }
+        head
     }
 
     /// The one rule for what is inspected: a `POST` whose body is JSON, has

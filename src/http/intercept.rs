@@ -25,9 +25,10 @@ use tower_service::Service;
 
 use super::body::RequestBody;
 use super::classify::{Classified, Head};
-use super::event_stream::{EventRule, EventStream};
-use super::peek::{Peek, PeekLimits, Read, ReadError};
+use super::event_stream::EventRule;
+use super::peek::{Peek, PeekLimits};
 use super::reply::Reply;
+use super::rewind::{ReadError, Rewind};
 use crate::codec::sse::Event;
 use crate::Rejection;
 
@@ -116,6 +117,9 @@ pub(crate) trait Rules: Clone {
 
     /// The decision on the head alone.
     fn gate(&self, head: &Head) -> Gate;
+
+    /// True when [`Rules::gate`] peeks a request it did not refuse.
+    fn peeks(&self, head: &Head) -> bool;
 
     /// The decision once the peek classified the body (called only when
     /// [`Rules::gate`] said [`Gate::Peek`]).
@@ -229,7 +233,7 @@ pin_project! {
         },
         // Reading a JSON response whole to rewrite it.
         Rewriting {
-            read: Read<ResBody>,
+            read: Pin<Box<Rewind<ResBody>>>,
             parts: response::Parts,
             json: R::Json,
         },
@@ -405,13 +409,11 @@ where
                         Respond::Pass => Reply::PassThrough { body },
                         Respond::Events(rule) => {
                             parts.headers.remove(header::CONTENT_LENGTH);
-                            Reply::Events {
-                                body: EventStream::new(body, rule),
-                            }
+                            Reply::events(body, rule)
                         }
                         Respond::Json(json) => {
                             self.as_mut().project_replace(Self::Rewriting {
-                                read: Read::new(body),
+                                read: Box::pin(Rewind::new(body)),
                                 parts,
                                 json,
                             });
@@ -422,7 +424,7 @@ where
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
                 }
                 StateProj::Rewriting { read, json, .. } => {
-                    let done = ready!(read.poll_whole(cx, json.limit()));
+                    let done = ready!(read.as_mut().poll_whole(cx, json.limit()));
                     let StateOwn::Rewriting {
                         mut read,
                         mut parts,
@@ -442,13 +444,11 @@ where
                             parts
                                 .headers
                                 .insert(header::CONTENT_LENGTH, data.len().into());
-                            Reply::full(data.into(), read.take_trailers())
+                            Reply::full(data.into(), read.as_mut().take_trailers())
                         }
                         Err(reason) => {
                             tracing::debug!(reason, "response passed through unrewritten");
-                            Reply::Rewound {
-                                body: read.into_rewind(),
-                            }
+                            Reply::rewound(read)
                         }
                     };
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
@@ -486,6 +486,10 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         self.0.watches() || self.1.watches()
     }
 
+    fn peeks(&self, head: &Head) -> bool {
+        self.0.peeks(head) || self.1.peeks(head)
+    }
+
     fn gate(&self, head: &Head) -> Gate {
         match (self.0.gate(head), self.1.gate(head)) {
             (Gate::Refuse(rejection), _) | (_, Gate::Refuse(rejection)) => Gate::Refuse(rejection),
@@ -501,16 +505,16 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         peek: &Peek<Bd>,
         parts: &Parts,
     ) -> Decision<Self> {
-        let a = match self.0.gate(head) {
-            Gate::Peek => self.0.decide(head, classified, peek, parts),
-            _ => Decision::Pass,
+        let a = match self.0.peeks(head) {
+            true => self.0.decide(head, classified, peek, parts),
+            false => Decision::Pass,
         };
         if let Decision::Refuse(rejection) = a {
             return Decision::Refuse(rejection);
         }
-        let b = match self.1.gate(head) {
-            Gate::Peek => self.1.decide(head, classified, peek, parts),
-            _ => Decision::Pass,
+        let b = match self.1.peeks(head) {
+            true => self.1.decide(head, classified, peek, parts),
+            false => Decision::Pass,
         };
         match (a, b) {
             (_, Decision::Refuse(rejection)) => Decision::Refuse(rejection),

@@ -1,223 +1,31 @@
-//! Reading a body only as far as needed, keeping what was read for replay.
+//! Reading a request body only as far as its top-level `method`.
 //!
-//! [`Read`] holds a body and the chunks read from it; [`Peek`] reads a
-//! request body with the method [`Scanner`] until its top-level `method`
-//! decides it, and hands it on as a [`RequestBody`]: the chunks read, then
-//! the rest.
+//! [`Peek`] reads a request body with the method [`Scanner`] until the
+//! body's `method` decides it, then hands it on as a [`RequestBody`]: the
+//! chunks read, then the rest, watched for a second `method` when the scan
+//! is left undecided.
 //!
-//! The body is boxed when reading starts. A body that was polled cannot be
-//! moved again unless it is `Unpin`, and a layer must poll the request body
-//! before it knows what to hand on, then move it into the request it hands
-//! on. One allocation per inspected request lets any body through, `Unpin`
-//! or not.
+//! The body, with what is read of it and the scanner, is pinned in one box
+//! when reading starts, and that box is what the inner service reads. A
+//! body that was polled cannot be moved again unless it is `Unpin`, and a
+//! layer must poll the request body before it knows what to hand on: one
+//! allocation per inspected request lets any body through, `Unpin` or not,
+//! and nothing read is moved again.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes};
-use http::HeaderMap;
+use bytes::Bytes;
 use http_body::Body;
 use serde_json::value::RawValue;
 
 use super::body::RequestBody;
 use super::classify::{Classified, Shape};
-use super::rewind::Rewind;
+use super::rewind::{ReadError, Rewind};
 use super::watch::Watch;
 use crate::codec::json;
-use crate::codec::scan::{self, Method, Outcome, Scanner};
-
-/// Chunks in order, with their total length. Most bodies are read in one
-/// chunk, which is kept inline: no allocation.
-#[derive(Debug, Default)]
-pub(crate) struct Chunks {
-    first: Option<Bytes>,
-    more: VecDeque<Bytes>,
-    len: usize,
-}
-
-impl Chunks {
-    /// Appends a chunk.
-    pub(crate) fn push_back(&mut self, chunk: Bytes) {
-        self.len += chunk.len();
-        if self.first.is_none() && self.more.is_empty() {
-            self.first = Some(chunk);
-        } else {
-            self.more.push_back(chunk);
-        }
-    }
-
-    /// Takes the first chunk.
-    pub(crate) fn pop_front(&mut self) -> Option<Bytes> {
-        let chunk = self.first.take().or_else(|| self.more.pop_front())?;
-        self.len -= chunk.len();
-        Some(chunk)
-    }
-
-    /// The last chunk.
-    fn back(&self) -> Option<&Bytes> {
-        self.more.back().or(self.first.as_ref())
-    }
-
-    /// The chunks, first to last.
-    fn iter(&self) -> impl Iterator<Item = &Bytes> {
-        self.first.iter().chain(&self.more)
-    }
-
-    /// Bytes in all the chunks.
-    pub(crate) fn byte_len(&self) -> usize {
-        self.len
-    }
-
-    /// True when no chunk is left.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none() && self.more.is_empty()
-    }
-
-    /// All the chunks as one buffer, copied only if there are several.
-    fn concat(&self) -> Bytes {
-        match (&self.first, self.more.is_empty()) {
-            (None, _) => Bytes::new(),
-            (Some(first), true) => first.clone(),
-            _ => {
-                let mut all = bytes::BytesMut::with_capacity(self.len);
-                self.iter().for_each(|chunk| all.extend_from_slice(chunk));
-                all.freeze()
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-impl FromIterator<Bytes> for Chunks {
-    fn from_iter<I: IntoIterator<Item = Bytes>>(chunks: I) -> Self {
-        let mut all = Chunks::default();
-        chunks.into_iter().for_each(|chunk| all.push_back(chunk));
-        all
-    }
-}
-
-/// A chunk as `Bytes`: no copy when it already is one.
-pub(crate) fn to_bytes<D: Buf>(mut data: D) -> Bytes {
-    data.copy_to_bytes(data.remaining())
-}
-
-/// How a body ended while it was being read: what it still owes the reader
-/// after the chunks.
-#[derive(Debug)]
-pub(crate) enum End<E> {
-    Trailers(Box<HeaderMap>),
-    Error(E),
-}
-
-/// Why a body could not be read whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReadError {
-    /// The body is longer than the limit.
-    TooLarge,
-    /// The body returned an error.
-    Failed,
-}
-
-/// A body, and the chunks read from it so far.
-pub(crate) struct Read<B: Body> {
-    /// `None` once the body ended.
-    body: Option<Pin<Box<B>>>,
-    chunks: Chunks,
-    end: Option<End<B::Error>>,
-}
-
-impl<B: Body> Read<B> {
-    pub(crate) fn new(body: B) -> Self {
-        Self {
-            body: Some(Box::pin(body)),
-            chunks: Chunks::default(),
-            end: None,
-        }
-    }
-
-    /// True when the body ended with the chunks read, without an error.
-    fn ended(&self) -> bool {
-        !matches!(self.end, Some(End::Error(_)))
-            && self.body.as_ref().is_none_or(|body| body.is_end_stream())
-    }
-
-    /// True when the body returned an error.
-    fn failed(&self) -> bool {
-        matches!(self.end, Some(End::Error(_)))
-    }
-
-    /// Reads one data frame; `false` once the body ended or failed.
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
-        while let Some(body) = self.body.as_mut() {
-            match ready!(body.as_mut().poll_frame(cx)) {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => {
-                        let chunk = to_bytes(data);
-                        if chunk.is_empty() {
-                            continue;
-                        }
-                        self.chunks.push_back(chunk);
-                        return Poll::Ready(true);
-                    }
-                    Err(frame) => {
-                        self.end = frame
-                            .into_trailers()
-                            .ok()
-                            .map(|t| End::Trailers(Box::new(t)));
-                        self.body = None;
-                    }
-                },
-                Some(Err(error)) => {
-                    self.end = Some(End::Error(error));
-                    self.body = None;
-                }
-                None => self.body = None,
-            }
-        }
-        Poll::Ready(false)
-    }
-
-    /// Reads the rest of the body into memory, at most `limit` bytes in all.
-    pub(crate) fn poll_whole(
-        &mut self,
-        cx: &mut Context<'_>,
-        limit: usize,
-    ) -> Poll<Result<(), ReadError>> {
-        loop {
-            if self.chunks.byte_len() > limit {
-                return Poll::Ready(Err(ReadError::TooLarge));
-            }
-            if !ready!(self.poll_chunk(cx)) {
-                return Poll::Ready(match self.failed() {
-                    true => Err(ReadError::Failed),
-                    false => Ok(()),
-                });
-            }
-        }
-    }
-
-    /// Everything read, as one buffer (no copy when it is one chunk).
-    pub(crate) fn buffered(&self) -> Bytes {
-        self.chunks.concat()
-    }
-
-    /// The trailers, if the body ended with some while being read.
-    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
-        match self.end.take() {
-            Some(End::Trailers(trailers)) => Some(*trailers),
-            other => {
-                self.end = other;
-                None
-            }
-        }
-    }
-
-    /// The body to hand on: what was read, then the rest.
-    pub(crate) fn into_rewind(self) -> Rewind<Pin<Box<B>>> {
-        Rewind::new(self.chunks, self.end, self.body)
-    }
-}
+use crate::codec::scan::{Method, Outcome, Scanner};
+use crate::ServerProfile;
 
 /// How far a peek reads, by what the body turns out to be.
 #[derive(Debug, Clone, Copy)]
@@ -229,6 +37,15 @@ pub(crate) struct PeekLimits {
 }
 
 impl PeekLimits {
+    /// The limits of `profile`.
+    pub(crate) fn of(profile: &ServerProfile) -> Self {
+        let limits = profile.limits();
+        Self {
+            method: limits.max_peek,
+            listen: limits.max_listen_body,
+        }
+    }
+
     /// The limit for a body whose first method is `first`.
     pub(crate) fn for_first(&self, first: Option<Method>) -> usize {
         match first {
@@ -240,122 +57,74 @@ impl PeekLimits {
 
 /// A request body being read until its top-level `method` decides it.
 pub(crate) struct Peek<B: Body> {
-    read: Read<B>,
-    scanner: Scanner,
-    /// Whether a body with another method is checked for a second `method`.
-    watching: bool,
+    body: Pin<Box<Watch<Rewind<B>>>>,
     limits: PeekLimits,
 }
 
 impl<B: Body> Peek<B> {
     /// Starts reading `body`. Unless `watching`, the scan stops at a first
-    /// `method` that is not intercepted. A watching peek goes on, and hands
-    /// the body on watched, cut short at a second top-level `method`: a
+    /// `method` that is not intercepted. A watching scan reads every body to
+    /// the end of its object, what is in memory at once and the rest as it
+    /// is handed on, and cuts it short at a second top-level `method`: a
     /// parser that keeps the last of duplicate keys must never see a request
     /// other than the one classified.
     pub(crate) fn new(body: B, limits: PeekLimits, watching: bool) -> Self {
+        let scanner = match watching {
+            true => Scanner::whole(),
+            false => Scanner::new(),
+        };
         Self {
-            read: Read::new(body),
-            scanner: Scanner::new(),
-            watching,
+            body: Box::pin(Watch::new(Rewind::new(body), scanner)),
             limits,
         }
     }
 
-    /// The most bytes read while the body is what it is so far.
-    fn limit(&self) -> usize {
-        self.limits.for_first(self.scanner.method())
+    fn rewind(&self) -> &Rewind<B> {
+        self.body.body()
+    }
+
+    fn scanner(&self) -> &Scanner {
+        self.body.scanner()
     }
 
     /// Reads until the top-level `method` decides the request.
     pub(crate) fn poll_classify(&mut self, cx: &mut Context<'_>) -> Poll<Classified> {
+        let (mut rewind, scanner) = self.body.as_mut().parts();
         loop {
-            let chunks = &self.read.chunks;
-            let scanned = self.scanner.consumed();
+            let chunks = rewind.prefix();
+            let scanned = scanner.consumed();
             if let Some(chunk) = chunks.back().filter(|_| scanned < chunks.byte_len()) {
                 // What the last read added; the chunk is in memory already.
                 let fresh = &chunk[chunk.len() - (chunks.byte_len() - scanned)..];
-                let outcome = if self.read.ended() {
-                    self.scanner.feed_last(fresh)
-                } else {
-                    self.scanner.feed(fresh)
+                let ended = rewind.ended();
+                let outcome = match ended {
+                    true => scanner.feed_last(fresh),
+                    false => scanner.feed(fresh),
                 };
-                match outcome {
-                    Some(Outcome::Method(Method::Other) | Outcome::NoMethod) if self.watching => {
-                        if let Some(outcome) = self.watch() {
-                            return Poll::Ready(self.classified(Shape::Decided(outcome)));
-                        }
+                let outcome = match outcome {
+                    Some(outcome) => Some(outcome),
+                    // A watching scan goes on as the body is handed on.
+                    None if scanner.method() == Some(Method::Other) => {
+                        Some(Outcome::Method(Method::Other))
                     }
-                    Some(outcome) => return Poll::Ready(self.classified(Shape::Decided(outcome))),
-                    None if self.scanner.method() == Some(Method::Other) => {
-                        let outcome = Outcome::Method(Method::Other);
-                        return Poll::Ready(self.classified(Shape::Decided(outcome)));
-                    }
-                    None => {}
+                    None if ended => Some(scanner.finish()),
+                    None => None,
+                };
+                if let Some(outcome) = outcome {
+                    return Poll::Ready(classified(scanner, Shape::Decided(outcome)));
                 }
             }
-            if self.read.chunks.byte_len() > self.limit() {
-                return Poll::Ready(self.classified(Shape::TooLarge));
+            if rewind.prefix().byte_len() > self.limits.for_first(scanner.method()) {
+                return Poll::Ready(classified(scanner, Shape::TooLarge));
             }
-            if !ready!(self.read.poll_chunk(cx)) {
-                if self.read.failed() {
-                    return Poll::Ready(self.classified(Shape::Unreadable));
-                }
-                let outcome = self.scanner.finish();
-                return Poll::Ready(self.classified(Shape::Decided(outcome)));
+            if !ready!(rewind.as_mut().poll_read(cx)) {
+                let shape = match rewind.failed() {
+                    true => Shape::Unreadable,
+                    false => Shape::Decided(scanner.finish()),
+                };
+                return Poll::Ready(classified(scanner, shape));
             }
         }
-    }
-
-    fn classified(&self, shape: Shape) -> Classified {
-        Classified {
-            first: self.scanner.method(),
-            shape,
-        }
-    }
-
-    /// A watching peek found another method, or none yet: decides whether
-    /// the rest of the body needs the whole-body scan, and starts it over
-    /// what was read. `None` while that scan needs more of the body.
-    fn watch(&mut self) -> Option<Outcome> {
-        self.watching = false;
-        if self.scanner.decided() == Some(Outcome::Method(Method::Other)) && self.rest_is_plain() {
-            // The body is all here, and its rest cannot spell a second `method`.
-            // It is still handed on whole, for the inner service to read to its end.
-            return Some(Outcome::Method(Method::Other));
-        }
-        let mut scanner = Scanner::whole();
-        let decided = self
-            .read
-            .chunks
-            .iter()
-            .find_map(|chunk| scanner.feed(chunk));
-        self.scanner = scanner;
-        match decided {
-            Some(outcome) => Some(outcome),
-            None if self.scanner.method() == Some(Method::Other) => {
-                Some(Outcome::Method(Method::Other))
-            }
-            None => None,
-        }
-    }
-
-    /// True when the body ended with the chunks read and the bytes after
-    /// the scanned part are [plain](scan::is_plain).
-    fn rest_is_plain(&self) -> bool {
-        let chunks = &self.read.chunks;
-        let Some(last) = chunks.back().filter(|_| self.read.ended()) else {
-            return false;
-        };
-        // The rest must lie in the last chunk; otherwise the whole-body scan decides.
-        let Some(start) = self
-            .scanner
-            .consumed()
-            .checked_sub(chunks.byte_len() - last.len())
-        else {
-            return false;
-        };
-        scan::is_plain(&last[start..])
     }
 
     /// Reads the rest of the body into memory, at most `limit` bytes in all.
@@ -364,12 +133,12 @@ impl<B: Body> Peek<B> {
         cx: &mut Context<'_>,
         limit: usize,
     ) -> Poll<Result<(), ReadError>> {
-        self.read.poll_whole(cx, limit)
+        self.body.as_mut().parts().0.poll_whole(cx, limit)
     }
 
     /// Everything read, as one buffer (no copy when it is one chunk).
     pub(crate) fn buffered(&self) -> Bytes {
-        self.read.buffered()
+        self.rewind().buffered()
     }
 
     /// The request's id to echo in an error: the `id` of the body read
@@ -382,7 +151,7 @@ impl<B: Body> Peek<B> {
     /// is checked, so this one need not be): the one the scan read before
     /// the method, else the body's, when it is one object with one id.
     pub(crate) fn id_text(&self) -> Option<Box<str>> {
-        let scanned = self.scanner.id().and_then(|range| {
+        let scanned = self.scanner().id().and_then(|range| {
             let body = self.buffered();
             let id = std::str::from_utf8(body.get(range)?).ok()?;
             json::is_usable_id(id).then(|| id.into())
@@ -393,26 +162,32 @@ impl<B: Body> Peek<B> {
     /// Bytes read so far.
     #[cfg(test)]
     pub(crate) fn read_len(&self) -> usize {
-        self.read.chunks.byte_len()
+        self.rewind().prefix().byte_len()
     }
 
     /// The body to hand on: what was read, then the rest, watched when a
     /// watching scan is left undecided after its first method.
-    pub(crate) fn into_body(self) -> RequestBody<B> {
-        let undecided = self.scanner.method().is_some() && self.scanner.decided().is_none();
-        let watch = undecided.then(|| Box::new(self.scanner));
-        let Read { body, chunks, end } = self.read;
-        RequestBody::rewound(Rewind::new(
-            chunks,
-            end,
-            body.map(|body| Watch::new(body, watch)),
-        ))
+    pub(crate) fn into_body(mut self) -> RequestBody<B> {
+        let scanner = self.scanner();
+        if scanner.method().is_some() && scanner.decided().is_none() {
+            let seen = self.rewind().prefix().byte_len();
+            self.body.as_mut().start(seen);
+        }
+        RequestBody::rewound(self.body)
+    }
+}
+
+fn classified(scanner: &Scanner, shape: Shape) -> Classified {
+    Classified {
+        first: scanner.method(),
+        shape,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::scan::Method;
     use http_body::Frame;
     use http_body_util::{BodyExt, StreamBody};
     use std::future::poll_fn;

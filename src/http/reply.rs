@@ -15,7 +15,9 @@ use super::rewind::{poll_bytes, Rewind};
 pin_project! {
     /// A response as a layer hands it back: the inner service's body
     /// untouched, a body the layer wrote (a rewrite, or its own answer), a
-    /// body it read and replays, or an SSE stream ruled event by event.
+    /// body it read and replays, or an SSE stream ruled event by event. The
+    /// last two are boxed: they are rare next to the first, and every
+    /// response is moved a few times on its way out.
     #[project = ReplyProj]
     pub(crate) enum Reply<B, E>
     where
@@ -27,15 +29,13 @@ pin_project! {
         },
         Full {
             data: Option<Bytes>,
-            trailers: Option<HeaderMap>,
+            trailers: Option<Box<HeaderMap>>,
         },
         Rewound {
-            #[pin]
-            body: Rewind<Pin<Box<B>>>,
+            body: Pin<Box<Rewind<B>>>,
         },
         Events {
-            #[pin]
-            body: EventStream<B, E>,
+            body: Pin<Box<EventStream<B, E>>>,
         },
     }
 }
@@ -45,7 +45,19 @@ impl<B: Body, E> Reply<B, E> {
     pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         Self::Full {
             data: (!data.is_empty()).then_some(data),
-            trailers,
+            trailers: trailers.map(Box::new),
+        }
+    }
+
+    /// The inner's body read in part, replayed whole.
+    pub(crate) fn rewound(body: Pin<Box<Rewind<B>>>) -> Self {
+        Self::Rewound { body }
+    }
+
+    /// The inner's event stream, ruled by `rule`.
+    pub(crate) fn events(body: B, rule: E) -> Self {
+        Self::Events {
+            body: Box::pin(EventStream::new(body, rule)),
         }
     }
 
@@ -79,11 +91,11 @@ impl<B: Body, E: EventRule> Body for Reply<B, E> {
             ReplyProj::Full { data, trailers } => Poll::Ready(
                 data.take()
                     .map(Frame::data)
-                    .or_else(|| trailers.take().map(Frame::trailers))
+                    .or_else(|| trailers.take().map(|trailers| Frame::trailers(*trailers)))
                     .map(Ok),
             ),
-            ReplyProj::Rewound { body } => body.poll_frame(cx),
-            ReplyProj::Events { body } => body.poll_frame(cx),
+            ReplyProj::Rewound { body } => body.as_mut().poll_frame(cx),
+            ReplyProj::Events { body } => body.as_mut().poll_frame(cx),
         }
     }
 

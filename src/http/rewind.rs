@@ -1,31 +1,75 @@
-//! [`Rewind`]: the bytes a layer read, then the rest of the body.
+//! [`Rewind`]: a body read in part, then handed on whole.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::peek::{to_bytes, Chunks, End};
+/// Chunks in order, with their total length. Most bodies are read in one
+/// chunk, which is kept inline: no allocation.
+#[derive(Debug, Default)]
+pub(crate) struct Chunks {
+    first: Option<Bytes>,
+    more: VecDeque<Bytes>,
+    len: usize,
+}
 
-pin_project! {
-    /// A body read in part, handed on whole: the chunks read (the original
-    /// chunks, not copies), what the body ended with while being read
-    /// (trailers or an error), then whatever the body still holds.
-    pub(crate) struct Rewind<R: Body> {
-        prefix: Chunks,
-        end: Option<End<R::Error>>,
-        // `None` once the body ended while it was being read.
-        #[pin]
-        rest: Option<R>,
+impl Chunks {
+    /// Appends a chunk.
+    pub(crate) fn push_back(&mut self, chunk: Bytes) {
+        self.len += chunk.len();
+        if self.first.is_none() && self.more.is_empty() {
+            self.first = Some(chunk);
+        } else {
+            self.more.push_back(chunk);
+        }
+    }
+
+    /// Takes the first chunk.
+    fn pop_front(&mut self) -> Option<Bytes> {
+        let chunk = self.first.take().or_else(|| self.more.pop_front())?;
+        self.len -= chunk.len();
+        Some(chunk)
+    }
+
+    /// The last chunk.
+    pub(crate) fn back(&self) -> Option<&Bytes> {
+        self.more.back().or(self.first.as_ref())
+    }
+
+    /// Bytes in all the chunks.
+    pub(crate) fn byte_len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none() && self.more.is_empty()
+    }
+
+    /// All the chunks as one buffer, copied only if there are several.
+    fn concat(&self) -> Bytes {
+        match (&self.first, self.more.is_empty()) {
+            (None, _) => Bytes::new(),
+            (Some(first), true) => first.clone(),
+            _ => {
+                let mut all = bytes::BytesMut::with_capacity(self.len);
+                self.first
+                    .iter()
+                    .chain(&self.more)
+                    .for_each(|chunk| all.extend_from_slice(chunk));
+                all.freeze()
+            }
+        }
     }
 }
 
-impl<R: Body> Rewind<R> {
-    pub(crate) fn new(prefix: Chunks, end: Option<End<R::Error>>, rest: Option<R>) -> Self {
-        Self { prefix, end, rest }
-    }
+/// A chunk as `Bytes`: no copy when it already is one.
+pub(crate) fn to_bytes<D: Buf>(mut data: D) -> Bytes {
+    data.copy_to_bytes(data.remaining())
 }
 
 /// Polls `body` for its next frame, with the data as `Bytes`.
@@ -37,14 +81,139 @@ pub(crate) fn poll_bytes<B: Body>(
         .map(|frame| frame.map(|frame| frame.map(|frame| frame.map_data(to_bytes))))
 }
 
-impl<R: Body> Body for Rewind<R> {
+/// How a body ended while it was being read: what it still owes the reader
+/// after the chunks.
+enum End<E> {
+    Trailers(Box<HeaderMap>),
+    Error(E),
+}
+
+/// Why a body could not be read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    /// The body is longer than the limit.
+    TooLarge,
+    /// The body returned an error.
+    Failed,
+}
+
+pin_project! {
+    /// A body that a layer reads in part, keeping what it read, then hands
+    /// on whole: the chunks read (the original chunks, not copies), what the
+    /// body ended with while being read (trailers or an error), then
+    /// whatever the body still holds.
+    pub(crate) struct Rewind<B: Body> {
+        prefix: Chunks,
+        end: Option<End<B::Error>>,
+        // `None` once the body ended while it was being read.
+        #[pin]
+        rest: Option<B>,
+    }
+}
+
+impl<B: Body> Rewind<B> {
+    /// `body`, nothing read yet.
+    pub(crate) fn new(body: B) -> Self {
+        Self {
+            prefix: Chunks::default(),
+            end: None,
+            rest: Some(body),
+        }
+    }
+
+    /// The chunks read so far.
+    pub(crate) fn prefix(&self) -> &Chunks {
+        &self.prefix
+    }
+
+    /// True when the body ended with the chunks read, without an error.
+    pub(crate) fn ended(&self) -> bool {
+        !self.failed() && self.rest.as_ref().is_none_or(|rest| rest.is_end_stream())
+    }
+
+    /// True when the body returned an error while being read.
+    pub(crate) fn failed(&self) -> bool {
+        matches!(self.end, Some(End::Error(_)))
+    }
+
+    /// Reads one more data frame into the prefix; `false` once the body
+    /// ended or failed.
+    pub(crate) fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut this = self.project();
+        while let Some(rest) = this.rest.as_mut().as_pin_mut() {
+            match ready!(rest.poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        let chunk = to_bytes(data);
+                        if chunk.is_empty() {
+                            continue;
+                        }
+                        this.prefix.push_back(chunk);
+                        return Poll::Ready(true);
+                    }
+                    Err(frame) => {
+                        *this.end = frame
+                            .into_trailers()
+                            .ok()
+                            .map(|t| End::Trailers(Box::new(t)));
+                        this.rest.set(None);
+                    }
+                },
+                Some(Err(error)) => {
+                    *this.end = Some(End::Error(error));
+                    this.rest.set(None);
+                }
+                None => this.rest.set(None),
+            }
+        }
+        Poll::Ready(false)
+    }
+
+    /// Reads the rest of the body into the prefix, at most `limit` bytes in all.
+    pub(crate) fn poll_whole(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        limit: usize,
+    ) -> Poll<Result<(), ReadError>> {
+        loop {
+            if self.prefix.byte_len() > limit {
+                return Poll::Ready(Err(ReadError::TooLarge));
+            }
+            if !ready!(self.as_mut().poll_read(cx)) {
+                return Poll::Ready(match self.failed() {
+                    true => Err(ReadError::Failed),
+                    false => Ok(()),
+                });
+            }
+        }
+    }
+
+    /// Everything read, as one buffer (no copy when it is one chunk).
+    pub(crate) fn buffered(&self) -> Bytes {
+        self.prefix.concat()
+    }
+
+    /// The trailers, if the body ended with some while being read.
+    pub(crate) fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
+        let end = self.project().end;
+        match end.take() {
+            Some(End::Trailers(trailers)) => Some(*trailers),
+            other => {
+                *end = other;
+                None
+            }
+        }
+    }
+}
+
+impl<B: Body> Body for Rewind<B> {
     type Data = Bytes;
-    type Error = R::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, R::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         if let Some(chunk) = this.prefix.pop_front() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
@@ -86,8 +255,8 @@ impl<R: Body> Body for Rewind<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderMap;
     use http_body_util::{BodyExt, Full, StreamBody};
+    use std::future::poll_fn;
 
     type Frames = StreamBody<
         futures_util::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::io::Error>>>,
@@ -97,51 +266,87 @@ mod tests {
         StreamBody::new(futures_util::stream::iter(frames))
     }
 
-    fn prefix(chunks: &[&'static [u8]]) -> Chunks {
-        chunks.iter().map(|c| Bytes::from_static(c)).collect()
+    fn data(chunk: &'static [u8]) -> Result<Frame<Bytes>, std::io::Error> {
+        Ok(Frame::data(Bytes::from_static(chunk)))
+    }
+
+    /// `body` with its first `reads` data frames read.
+    async fn read<B: Body>(body: B, reads: usize) -> Pin<Box<Rewind<B>>> {
+        let mut rewind = Box::pin(Rewind::new(body));
+        for _ in 0..reads {
+            poll_fn(|cx| rewind.as_mut().poll_read(cx)).await;
+        }
+        rewind
     }
 
     #[tokio::test]
-    async fn yields_prefix_then_rest_and_trailers() {
+    async fn yields_what_was_read_then_the_rest_and_trailers() {
         let mut trailers = HeaderMap::new();
         trailers.insert("x-t", "1".parse().unwrap());
-        let rest = stream(vec![
-            Ok(Frame::data(Bytes::from_static(b"cd"))),
+        let body = stream(vec![
+            data(b"a"),
+            data(b"b"),
+            data(b"cd"),
             Ok(Frame::trailers(trailers.clone())),
         ]);
-        let collected = Rewind::new(prefix(&[b"a", b"b"]), None, Some(rest))
-            .collect()
-            .await
-            .unwrap();
+        let rewind = read(body, 2).await;
+        assert_eq!(rewind.buffered(), "ab");
+        let collected = rewind.collect().await.unwrap();
         assert_eq!(collected.trailers(), Some(&trailers));
         assert_eq!(&collected.to_bytes()[..], b"abcd");
     }
 
     #[tokio::test]
-    async fn after_the_end_keeps_trailers_and_errors() {
+    async fn what_the_body_ended_with_is_kept() {
         let mut trailers = HeaderMap::new();
         trailers.insert("x-t", "2".parse().unwrap());
-        let end = Some(End::Trailers(Box::new(trailers.clone())));
-        let body = Rewind::<Frames>::new(prefix(&[b"x"]), end, None);
-        let collected = body.collect().await.unwrap();
+        let body = stream(vec![data(b"x"), Ok(Frame::trailers(trailers.clone()))]);
+        let mut rewind = read(body, 1).await;
+        assert!(!poll_fn(|cx| rewind.as_mut().poll_read(cx)).await);
+        assert!(rewind.ended());
+        let collected = rewind.collect().await.unwrap();
         assert_eq!(collected.trailers(), Some(&trailers));
-        let end = Some(End::Error(std::io::Error::other("broken")));
-        let mut body = Rewind::<Frames>::new(prefix(&[b"x"]), end, None);
+        let body = stream(vec![data(b"x"), Err(std::io::Error::other("broken"))]);
+        let mut rewind = read(body, 1).await;
         assert_eq!(
-            body.frame().await.unwrap().unwrap().into_data().unwrap(),
+            poll_fn(|cx| rewind.as_mut().poll_whole(cx, 100)).await,
+            Err(ReadError::Failed)
+        );
+        assert!(rewind.failed() && !rewind.ended());
+        assert_eq!(
+            rewind.frame().await.unwrap().unwrap().into_data().unwrap(),
             "x"
         );
-        assert!(body.frame().await.unwrap().is_err());
+        assert!(rewind.frame().await.unwrap().is_err());
     }
 
-    #[test]
-    fn size_hint_and_end_stream_are_exact() {
-        let rest = Full::new(Bytes::from_static(b"12345"));
-        let rewind = Rewind::new(prefix(&[b"ab"]), None, Some(rest));
-        assert_eq!(rewind.size_hint().exact(), Some(7));
+    #[tokio::test]
+    async fn whole_stops_past_the_limit() {
+        let body = stream(vec![data(b"0123"), data(b"4567"), data(b"89")]);
+        let mut rewind = read(body, 0).await;
+        assert_eq!(
+            poll_fn(|cx| rewind.as_mut().poll_whole(cx, 5)).await,
+            Err(ReadError::TooLarge)
+        );
+        assert_eq!(rewind.buffered(), "01234567");
+        assert_eq!(
+            &rewind.collect().await.unwrap().to_bytes()[..],
+            b"0123456789"
+        );
+    }
+
+    #[tokio::test]
+    async fn size_hint_and_end_stream_are_exact() {
+        let rewind = read(Full::new(Bytes::from_static(b"12345")), 0).await;
+        assert_eq!(rewind.size_hint().exact(), Some(5));
         assert!(!rewind.is_end_stream());
-        let done = Rewind::<Full<Bytes>>::new(Chunks::default(), None, None);
-        assert!(done.is_end_stream());
-        assert_eq!(done.size_hint().exact(), Some(0));
+        let mut rewind = read(Full::new(Bytes::from_static(b"12345")), 1).await;
+        assert_eq!(rewind.size_hint().exact(), Some(5));
+        assert_eq!(
+            rewind.frame().await.unwrap().unwrap().into_data().unwrap(),
+            "12345"
+        );
+        assert!(rewind.is_end_stream());
+        assert_eq!(rewind.size_hint().exact(), Some(0));
     }
 }

@@ -1,6 +1,7 @@
 use tower_layer::Layer;
 
 use super::ListenFilter;
+use crate::http::peek::PeekLimits;
 use crate::ServerProfile;
 
 /// Layer that applies [`ListenFilter`], which honours the `notifications`
@@ -8,6 +9,8 @@ use crate::ServerProfile;
 #[derive(Debug, Clone)]
 pub struct ListenFilterLayer {
     pub(super) profile: ServerProfile,
+    // Read on every request: kept at hand.
+    pub(super) limits: PeekLimits,
     pub(super) guard_stream: bool,
     pub(super) scan_pass_through: bool,
 }
@@ -16,6 +19,7 @@ impl ListenFilterLayer {
     /// Creates a layer that honours listen filters by `profile`.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
+            limits: PeekLimits::of(&profile),
             profile,
             guard_stream: true,
             scan_pass_through: true,

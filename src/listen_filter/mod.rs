@@ -82,7 +82,7 @@ mod future;
 mod guard;
 mod layer;
 mod request;
-mod service;
+pub(crate) mod service;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;

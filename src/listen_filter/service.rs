@@ -96,7 +96,7 @@ where
 const INTEREST: Interest = Interest::of(&[Method::Listen]);
 
 /// What a body is read whole for.
-pub(crate) enum Whole {
+pub enum Whole {
     /// A listen, to honour its filter.
     Listen,
     /// A batch, to look for a listen in it.
@@ -114,19 +114,19 @@ impl Rules for ListenFilterLayer {
     type Json = Infallible;
 
     fn limits(&self) -> PeekLimits {
-        let limits = self.profile.limits();
-        PeekLimits {
-            method: limits.max_peek,
-            listen: limits.max_listen_body,
-        }
+        self.limits
     }
 
     fn watches(&self) -> bool {
         self.scan_pass_through
     }
 
+    fn peeks(&self, head: &Head) -> bool {
+        head.inspected(INTEREST)
+    }
+
     fn gate(&self, head: &Head) -> Gate {
-        if !head.inspected(INTEREST) {
+        if !self.peeks(head) {
             return Gate::Skip;
         }
         // Content codings cannot be read through, and a listen could hide behind one.
