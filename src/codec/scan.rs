@@ -398,10 +398,13 @@ impl Scanner {
     /// `Err(false)` when it is for the grammar to read.
     fn skim_value(&mut self, chunk: &[u8], i: usize, first: u8) -> Result<usize, bool> {
         let flow = match first {
-            b'"' => {
-                self.then = Then::AfterValue;
-                self.skip_string(chunk, i + 1)
-            }
+            b'"' => match plain_string(chunk, i + 1) {
+                Some(end) => Flow::Continue(end + 1),
+                None => {
+                    self.then = Then::AfterValue;
+                    self.skip_string(chunk, i + 1)
+                }
+            },
             b'{' | b'[' => {
                 self.depth = 1;
                 self.state = State::Nested;
@@ -423,6 +426,22 @@ impl Scanner {
             Flow::More => Err(true),
             Flow::Invalid(_) => Err(false),
         }
+    }
+
+    /// The body ended after `only`, its one chunk, which was fed before the end
+    /// was known: the outcome [`Scanner::feed_last`] gives it, so that the
+    /// answer never depends on when a body tells that it ended.
+    pub(crate) fn finish_after(&mut self, only: &[u8]) -> Outcome {
+        if self.decided.is_none() && self.consumed == only.len() {
+            let mut again = Scanner {
+                whole: self.whole,
+                ..Scanner::new()
+            };
+            if again.feed_last(only).is_some() {
+                *self = again;
+            }
+        }
+        self.finish()
     }
 
     /// The body ended. Returns the decided outcome, or `Invalid` if the body ended
@@ -1709,7 +1728,8 @@ mod tests {
                 ids += 1;
             }
 
-            // As the body's last chunk, it is decided the same way.
+            // As the body's last chunk, it is decided the same way, and so when
+            // the body tells it ended only after it.
             for whole in [false, true] {
                 let mut last = scanner(whole);
                 let outcome = last.feed_last(doc).unwrap_or_else(|| last.finish());
@@ -1719,6 +1739,9 @@ mod tests {
                     "{}",
                     String::from_utf8_lossy(doc)
                 );
+                let mut late = scanner(whole);
+                let after = late.feed(doc).unwrap_or_else(|| late.finish_after(doc));
+                assert_eq!(after, outcome, "{}", String::from_utf8_lossy(doc));
             }
 
             // Broken copies: whatever the answer, every chunking must give the same one.
@@ -1735,6 +1758,11 @@ mod tests {
             // never a second method.
             let mut last = Scanner::new();
             let last = last.feed_last(&broken).unwrap_or_else(|| last.finish());
+            let mut late = Scanner::new();
+            let after = late
+                .feed(&broken)
+                .unwrap_or_else(|| late.finish_after(&broken));
+            assert_eq!(after, last, "{}", String::from_utf8_lossy(&broken));
             if last != outcome {
                 assert_eq!(
                     outcome,
@@ -1854,5 +1882,34 @@ mod tests {
             Scanner::new().feed(br#"{"method":"tools/call","#),
             Some(Outcome::Method(Method::Other))
         );
+    }
+}
+
+#[cfg(test)]
+mod probe {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn scan_bench_body() {
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+        let text = "lorem ipsum dolor sit amet, consectetur adipiscing elit; ".repeat(14);
+        let last = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"params":{{"name":"echo",{meta},"arguments":{{"text":"{text}"}}}},"method":"tools/call"}}"#
+        );
+        let first = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo",{meta},"arguments":{{"text":"{text}"}}}}}}"#
+        );
+        let which = std::env::var("SCAN_BODY").unwrap_or_default();
+        let whole = std::env::var("SCAN_WHOLE").is_ok();
+        let body = if which == "first" { first } else { last };
+        for _ in 0..10_000 {
+            let mut s = if whole {
+                Scanner::whole()
+            } else {
+                Scanner::new()
+            };
+            std::hint::black_box(s.feed_last(std::hint::black_box(body.as_bytes())));
+        }
     }
 }

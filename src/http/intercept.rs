@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -166,20 +166,90 @@ where
         }
         Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
         Gate::Peek => {
-            // Whether and how the inner service is called is decided only
-            // once the body was read, so the future calls it later. Take the
-            // service that `poll_ready` readied and leave a clone in its place.
-            let clone = inner.clone();
-            let service = std::mem::replace(inner, clone);
+            let mut peek = Peek::new(body, rules.limits(), rules.watches());
+            // A body whose first frames are at hand (hyper's, once the
+            // request arrived; one from a buffer) is classified here, and a
+            // request handed on is handed on at once. A body that is not
+            // registers the real waker when the future polls it.
+            let mut cx = Context::from_waker(Waker::noop());
+            if let Poll::Ready(classified) = peek.poll_classify(&mut cx) {
+                let decision = rules.decide(&head, &classified, &peek, &parts);
+                return match next(rules, decision, &classified, peek, parts) {
+                    Next::Call(request, take) => ResponseFuture::Calling {
+                        future: inner.call(request),
+                        take,
+                    },
+                    Next::Read(read) => ResponseFuture::Reading {
+                        read,
+                        service: readied(inner),
+                        rules: rules.clone(),
+                    },
+                };
+            }
             ResponseFuture::Peeking {
-                peek: Peek::new(body, rules.limits(), rules.watches()),
+                peek,
                 head,
                 parts,
-                service,
+                service: readied(inner),
                 rules: rules.clone(),
             }
         }
     }
+}
+
+/// The service `poll_ready` readied, for the future to call later: whether
+/// and how it is called is decided only once the body was read. A clone is
+/// left in its place.
+fn readied<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
+}
+
+/// Where a decision on a classified request leads.
+enum Next<R: Rules, B: Body> {
+    /// The request to hand on, and what its response needs.
+    Call(Request<RequestBody<B>>, Option<R::Take>),
+    /// The body to read whole first.
+    Read(Whole<R, B>),
+}
+
+/// A request being read whole, and what for.
+pub(crate) struct Whole<R: Rules, B: Body> {
+    peek: Peek<B>,
+    parts: Parts,
+    then: Then<R::Whole>,
+    limit: usize,
+}
+
+/// Where `decision` leads.
+fn next<R: Rules, B: Body>(
+    rules: &R,
+    decision: Decision<R>,
+    classified: &Classified,
+    peek: Peek<B>,
+    parts: Parts,
+) -> Next<R, B> {
+    let (then, limit) = match decision {
+        Decision::Pass => return Next::Call(Request::from_parts(parts, peek.into_body()), None),
+        Decision::Take(take) => {
+            return Next::Call(Request::from_parts(parts, peek.into_body()), Some(take))
+        }
+        Decision::Whole(whole) => {
+            let limit = rules.whole_limit(&whole);
+            (Then::Whole(whole), limit)
+        }
+        // Read what fits, for the id.
+        Decision::Refuse(rejection) => (
+            Then::Refuse(rejection),
+            rules.limits().for_first(classified.first),
+        ),
+    };
+    Next::Read(Whole {
+        peek,
+        parts,
+        then,
+        limit,
+    })
 }
 
 /// What a body is read whole for.
@@ -212,12 +282,9 @@ pin_project! {
         },
         // Reading the request body whole.
         Reading {
-            peek: Peek<ReqBody>,
-            parts: Parts,
+            read: Whole<R, ReqBody>,
             service: S,
             rules: R,
-            then: Then<R::Whole>,
-            limit: usize,
         },
         // The layer's asynchronous work on a body read whole.
         Preparing {
@@ -308,50 +375,29 @@ where
                     else {
                         unreachable!("the future was peeking")
                     };
-                    let (then, limit) = match decision {
-                        Decision::Pass => {
-                            let request = Request::from_parts(parts, peek.into_body());
-                            self.as_mut().call(service, request, None);
-                            continue;
+                    match next(&rules, decision, &classified, peek, parts) {
+                        Next::Call(request, take) => self.as_mut().call(service, request, take),
+                        Next::Read(read) => {
+                            self.as_mut().project_replace(Self::Reading {
+                                read,
+                                service,
+                                rules,
+                            });
                         }
-                        Decision::Take(take) => {
-                            let request = Request::from_parts(parts, peek.into_body());
-                            self.as_mut().call(service, request, Some(take));
-                            continue;
-                        }
-                        Decision::Whole(whole) => {
-                            let limit = rules.whole_limit(&whole);
-                            (Then::Whole(whole), limit)
-                        }
-                        // Read what fits, for the id.
-                        Decision::Refuse(rejection) => (
-                            Then::Refuse(rejection),
-                            rules.limits().for_first(classified.first),
-                        ),
-                    };
-                    self.as_mut().project_replace(Self::Reading {
-                        peek,
-                        parts,
-                        service,
-                        rules,
-                        then,
-                        limit,
-                    });
+                    }
                 }
-                StateProj::Reading { peek, limit, .. } => {
-                    let read = ready!(peek.poll_whole(cx, *limit));
-                    let StateOwn::Reading {
-                        peek,
-                        parts,
-                        service,
-                        rules,
-                        then,
-                        limit,
-                    } = self.as_mut().finish()
-                    else {
+                StateProj::Reading { read, .. } => {
+                    let done = ready!(read.peek.poll_whole(cx, read.limit));
+                    let StateOwn::Reading { read, service, rules } = self.as_mut().finish() else {
                         unreachable!("the future was reading")
                     };
-                    let whole = match (then, read) {
+                    let Whole {
+                        peek,
+                        parts,
+                        then,
+                        limit,
+                    } = read;
+                    let whole = match (then, done) {
                         (Then::Refuse(rejection), read) => {
                             let id = read.ok().and_then(|()| peek.request_id());
                             return Poll::Ready(Ok(refused(rejection, id.as_deref())));

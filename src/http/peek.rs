@@ -118,9 +118,10 @@ impl<B: Body> Peek<B> {
                 return Poll::Ready(classified(scanner, Shape::TooLarge));
             }
             if !ready!(rewind.as_mut().poll_read(cx)) {
-                let shape = match rewind.failed() {
-                    true => Shape::Unreadable,
-                    false => Shape::Decided(scanner.finish()),
+                let shape = match (rewind.failed(), rewind.prefix().only()) {
+                    (true, _) => Shape::Unreadable,
+                    (false, Some(only)) => Shape::Decided(scanner.finish_after(only)),
+                    (false, None) => Shape::Decided(scanner.finish()),
                 };
                 return Poll::Ready(classified(scanner, shape));
             }

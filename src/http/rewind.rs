@@ -1,6 +1,5 @@
 //! [`Rewind`]: a body read in part, then handed on whole.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
@@ -14,7 +13,9 @@ use pin_project_lite::pin_project;
 #[derive(Debug, Default)]
 pub(crate) struct Chunks {
     first: Option<Bytes>,
-    more: VecDeque<Bytes>,
+    more: Vec<Bytes>,
+    // How many of `more` were taken.
+    taken: usize,
     len: usize,
 }
 
@@ -25,20 +26,37 @@ impl Chunks {
         if self.first.is_none() && self.more.is_empty() {
             self.first = Some(chunk);
         } else {
-            self.more.push_back(chunk);
+            self.more.push(chunk);
         }
     }
 
     /// Takes the first chunk.
     fn pop_front(&mut self) -> Option<Bytes> {
-        let chunk = self.first.take().or_else(|| self.more.pop_front())?;
+        let chunk = match self.first.take() {
+            Some(chunk) => chunk,
+            None => {
+                let chunk = std::mem::take(self.more.get_mut(self.taken)?);
+                self.taken += 1;
+                chunk
+            }
+        };
         self.len -= chunk.len();
         Some(chunk)
     }
 
+    /// The chunks not taken, first to last.
+    fn iter(&self) -> impl Iterator<Item = &Bytes> {
+        self.first.iter().chain(&self.more[self.taken..])
+    }
+
+    /// The chunk, when there is exactly one.
+    pub(crate) fn only(&self) -> Option<&Bytes> {
+        self.first.as_ref().filter(|_| self.more.is_empty())
+    }
+
     /// The last chunk.
     pub(crate) fn back(&self) -> Option<&Bytes> {
-        self.more.back().or(self.first.as_ref())
+        self.more[self.taken..].last().or(self.first.as_ref())
     }
 
     /// Bytes in all the chunks.
@@ -47,20 +65,18 @@ impl Chunks {
     }
 
     fn is_empty(&self) -> bool {
-        self.first.is_none() && self.more.is_empty()
+        self.first.is_none() && self.taken == self.more.len()
     }
 
     /// All the chunks as one buffer, copied only if there are several.
     fn concat(&self) -> Bytes {
-        match (&self.first, self.more.is_empty()) {
+        let mut chunks = self.iter();
+        match (chunks.next(), chunks.next()) {
             (None, _) => Bytes::new(),
-            (Some(first), true) => first.clone(),
+            (Some(only), None) => only.clone(),
             _ => {
                 let mut all = bytes::BytesMut::with_capacity(self.len);
-                self.first
-                    .iter()
-                    .chain(&self.more)
-                    .for_each(|chunk| all.extend_from_slice(chunk));
+                self.iter().for_each(|chunk| all.extend_from_slice(chunk));
                 all.freeze()
             }
         }

@@ -7,7 +7,6 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::rewind::poll_bytes;
 use crate::codec::scan::{Outcome, Scanner};
 
 pin_project! {
@@ -70,7 +69,8 @@ impl<B> Watch<B> {
     }
 }
 
-impl<B: Body> Body for Watch<B> {
+/// Over [`Rewind`](super::rewind::Rewind), whose data are `Bytes` already.
+impl<B: Body<Data = Bytes>> Body for Watch<B> {
     type Data = Bytes;
     type Error = B::Error;
 
@@ -80,11 +80,11 @@ impl<B: Body> Body for Watch<B> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         match *this.state {
-            State::Off => return poll_bytes(this.body, cx),
+            State::Off => return this.body.poll_frame(cx),
             State::Cut => return Poll::Ready(None),
             State::Watching => {}
         }
-        let frame = ready!(poll_bytes(this.body, cx));
+        let frame = ready!(this.body.poll_frame(cx));
         if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()?.data_ref()) {
             let skip = data.len().min(*this.seen);
             *this.seen -= skip;
