@@ -27,7 +27,7 @@ use tower_http::validate_request::ValidateRequestHeaderLayer;
 
 mod common;
 use common::{
-    bearer_principal, body_bytes, body_json, modern_body, modern_post, sse_messages,
+    bearer_principal, body_bytes, modern_body, modern_post, sse_messages, tonic_exchange,
     LoopbackServer, MODERN, SUBSCRIPTION_ID,
 };
 
@@ -498,14 +498,6 @@ mod tonic_stack {
             tonic_server(profile(), inner.clone(), listener, shutdown)
         })
         .await;
-        let addr = server.addr;
-
-        // tonic serves HTTP/2 only; its own channel is the client.
-        let mut channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect to the tonic server");
         let request = Request::post("/mcp")
             .header("content-type", "application/json")
             .header("mcp-method", "server/discover")
@@ -515,21 +507,15 @@ mod tonic_stack {
                 json!({}),
             )))))
             .unwrap();
-        let response = ServiceExt::ready(&mut channel)
-            .await
-            .unwrap()
-            .call(request)
-            .await
-            .expect("response");
-        assert_eq!(response.status(), StatusCode::OK);
-        let message = body_json(response).await;
+        let (status, body) = tonic_exchange(server.addr, request).await;
+        assert_eq!(status, StatusCode::OK);
+        let message: Value = serde_json::from_slice(&body).expect("a JSON answer");
         assert_eq!(
             message["result"]["capabilities"],
             expected_discover_capabilities()
         );
         assert_eq!(inner.calls(), 1);
 
-        drop(channel);
         server.stop("server stopped").await;
     }
 }

@@ -1,6 +1,6 @@
 //! Pieces the integration tests share: requests as clients send them, the
 //! SSE events and bodies they read back, hooks and auth of the test servers,
-//! and servers on a loopback port.
+//! and servers on a loopback port with clients for them.
 #![allow(dead_code)]
 
 use std::fmt::{Debug, Display};
@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::Router;
 use bytes::Bytes;
-use http::{header, HeaderMap, Request, Response};
+use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tower::{Service, ServiceExt};
 
 /// The protocol version the tests speak.
 pub const MODERN: &str = "2026-07-28";
@@ -205,6 +206,27 @@ impl LoopbackServer<std::io::Error> {
         })
         .await
     }
+}
+
+/// Sends `request` to the tonic server at `addr` over a channel of tonic's
+/// own (tonic serves HTTP/2 only): the status, and the whole body, read
+/// before the channel is dropped.
+pub async fn tonic_exchange(
+    addr: SocketAddr,
+    request: Request<tonic::body::Body>,
+) -> (StatusCode, Bytes) {
+    let mut channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect to the tonic server");
+    let response = ServiceExt::ready(&mut channel)
+        .await
+        .unwrap()
+        .call(request)
+        .await
+        .expect("response");
+    (response.status(), body_bytes(response).await)
 }
 
 /// An HTTP/1 connection to `addr`: its sender, and the task that drives it.
