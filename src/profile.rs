@@ -69,9 +69,11 @@ pub struct Limits {
     pub max_task_ids: usize,
     /// Most bytes of a listen request body, which is read whole (default 1 MiB).
     pub max_listen_body: usize,
-    /// Most bytes of any other `POST` body read to find its top-level
-    /// `method`, and of an `initialize` or `server/discover` body, which is
-    /// read to its end (default 1 MiB).
+    /// How far into any other `POST` body the layers read to find its
+    /// top-level `method`, and to the end of an `initialize` or
+    /// `server/discover` body (default 1 MiB). A body is read in the chunks
+    /// it comes in: one not decided once more than this was read is refused
+    /// (413).
     pub max_peek: usize,
     /// The largest JSON `initialize` or `server/discover` response that is
     /// rewritten; a longer one passes as it came (default 1 MiB).

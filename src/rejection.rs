@@ -18,9 +18,12 @@ use crate::jsonrpc::{JsonRpcError, HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR
 pub enum Rejection {
     /// The `Mcp-Method` header and the body's `method` disagree (-32020, 400).
     HeaderMismatch,
-    /// The body of a listen request is not JSON (-32700, 400).
+    /// The body cannot be read as JSON as far as the layer must read it
+    /// (-32700, 400).
     Parse,
-    /// The request is not a valid listen request (-32600, 400); the message says why.
+    /// The request is not one the layer can hand on: a listen without a
+    /// usable id, a body with a second `method`, a batch holding a listen
+    /// (-32600, 400); the message says why.
     InvalidRequest(&'static str),
     /// The body is longer than the layer reads (413).
     BodyTooLarge {

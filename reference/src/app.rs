@@ -75,7 +75,7 @@ fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
 }
 
 /// The server for `port` (the `Host`/`Origin` check needs it); `bare`
-/// leaves out the two mcp-edge layers.
+/// leaves out the mcp-edge layer.
 pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
     let store = Store::demo();
     let bus = Bus::new();

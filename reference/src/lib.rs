@@ -1,5 +1,5 @@
 //! The code of the mcp-edge reference deployment: a real MCP server on rmcp,
-//! hardened by both mcp-edge layers and stacked with auth.
+//! hardened by mcp-edge's `EdgeLayer` and stacked with auth.
 //!
 //! `examples/server.rs` (the binary: arguments, logging, graceful shutdown)
 //! and `tests/reference_server.rs` (which serves the same stack in-process)

@@ -22,10 +22,12 @@
 //! `POST` whose body is JSON, has no `Content-Type`, or whose `Mcp-Method`
 //! header names `initialize` or `server/discover`. A request whose
 //! `Mcp-Method` header and body `method` disagree, where either is
-//! `initialize` or `server/discover`, is answered with -32020; an
-//! `initialize` or `server/discover` longer than the profile's
-//! [`max_peek`](crate::Limits::max_peek) with 413. A compressed request body
-//! is not looked into.
+//! `initialize` or `server/discover`, is answered with -32020. The body is
+//! read in the chunks it comes in, and an `initialize` or `server/discover`
+//! not decided once more than the profile's
+//! [`max_peek`](crate::Limits::max_peek) was read is answered with 413, as
+//! is one whose `Mcp-Method` names it and whose `Content-Length` is over
+//! that limit. A compressed request body is not looked into.
 //!
 //! To keep both promises, [`EdgeLayer`](crate::EdgeLayer) applies this layer
 //! and [`ListenFilterLayer`](crate::ListenFilterLayer) with one read of

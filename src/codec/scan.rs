@@ -1887,32 +1887,3 @@ mod tests {
         );
     }
 }
-
-#[cfg(test)]
-mod probe {
-    use super::*;
-
-    #[test]
-    #[ignore]
-    fn scan_bench_body() {
-        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
-        let text = "lorem ipsum dolor sit amet, consectetur adipiscing elit; ".repeat(14);
-        let last = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"params":{{"name":"echo",{meta},"arguments":{{"text":"{text}"}}}},"method":"tools/call"}}"#
-        );
-        let first = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo",{meta},"arguments":{{"text":"{text}"}}}}}}"#
-        );
-        let which = std::env::var("SCAN_BODY").unwrap_or_default();
-        let whole = std::env::var("SCAN_WHOLE").is_ok();
-        let body = if which == "first" { first } else { last };
-        for _ in 0..10_000 {
-            let mut s = if whole {
-                Scanner::whole()
-            } else {
-                Scanner::new()
-            };
-            std::hint::black_box(s.feed_last(std::hint::black_box(body.as_bytes())));
-        }
-    }
-}

@@ -388,7 +388,12 @@ where
                 }
                 StateProj::Reading { read, .. } => {
                     let done = ready!(read.peek.poll_whole(cx, read.limit));
-                    let StateOwn::Reading { read, service, rules } = self.as_mut().finish() else {
+                    let StateOwn::Reading {
+                        read,
+                        service,
+                        rules,
+                    } = self.as_mut().finish()
+                    else {
                         unreachable!("the future was reading")
                     };
                     let Whole {

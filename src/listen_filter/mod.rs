@@ -29,10 +29,12 @@
 //! off for inner services that refuse duplicate members themselves). What
 //! is looked into is the one rule every mcp-edge layer follows: a `POST`
 //! whose body is JSON, has no `Content-Type`, or whose `Mcp-Method` header
-//! names `subscriptions/listen`. Such a `POST` must name its method within
-//! the profile's [`max_peek`](crate::Limits::max_peek) (413 otherwise), and a
-//! compressed one is refused with 415: place the layer inside request
-//! decompression. A `notifications/resources/updated` is honoured for an
+//! names `subscriptions/listen`. The body is read in the chunks it comes
+//! in; one whose method is not known once more than the profile's
+//! [`max_peek`](crate::Limits::max_peek) was read (a listen: more than its
+//! [`max_listen_body`](crate::Limits::max_listen_body)) is answered with
+//! 413, and a compressed one is refused with 415: place the layer inside
+//! request decompression. A `notifications/resources/updated` is honoured for an
 //! honoured URI and for every URI below it by path (`file:///logs` covers
 //! `file:///logs/today`, not `file:///logs2`).
 //!
