@@ -200,8 +200,14 @@ fn rewrite_response(
     let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
     let mut places = Vec::new();
     let (mut theirs, mut foreign, mut members, mut readable) = (None, false, 0, false);
-    json::Walk::document(text, ["id", "error", "result"], |walk, slot| {
-        let value = if slot == 2 && walk.at_object() {
+    json::Walk::document(text, |walk, key| {
+        let slot = match &*key {
+            "id" => &mut their_id,
+            "error" => &mut error,
+            "result" => &mut result,
+            _ => return walk.skip(),
+        };
+        let value = if key == "result" && walk.at_object() {
             let (value, keys) = walk.members(|walk, key| {
                 members += 1;
                 let (value, put) = match key.as_ref() {
@@ -211,7 +217,7 @@ fn rewrite_response(
                         (value, Put::Capabilities)
                     }
                     "cacheScope" if private => (walk.value()?, Put::Private),
-                    _ => return walk.value().map(drop),
+                    _ => return walk.skip(),
                 };
                 places.push((json::span(text, value), put));
                 Some(())
@@ -221,7 +227,7 @@ fn rewrite_response(
         } else {
             walk.value()?
         };
-        json::record([&mut their_id, &mut error, &mut result][slot], value);
+        json::record(slot, value);
         Some(())
     })
     .ok_or("the body is not a JSON object")?;
@@ -288,13 +294,13 @@ fn read_capabilities<'a>(walk: &mut json::Walk<'a>, foreign: &mut bool) -> Optio
         if key == "extensions" && walk.at_object() {
             let (_, readable) = walk.members(|walk, name| {
                 *foreign |= name != TASKS_EXTENSION;
-                walk.value().map(drop)
+                walk.skip()
             })?;
             *foreign |= !readable;
             return Some(());
         }
         *foreign |= !MANAGED.contains(&key.as_ref());
-        walk.value().map(drop)
+        walk.skip()
     })?;
     *foreign |= !readable;
     Some(text)

@@ -48,267 +48,53 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
         Self { text, at: 0 }
     }
 
+    #[inline(always)]
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
     }
 
-    fn peek(&self) -> Option<u8> {
-        self.bytes().get(self.at).copied()
-    }
-
-    fn next(&mut self) -> Option<u8> {
-        let b = self.peek()?;
-        self.at += 1;
-        Some(b)
-    }
-
-    fn space(&mut self) {
-        self.at = skip_space(self.bytes(), self.at);
-    }
-
     /// True when only whitespace is left.
     pub(crate) fn at_end(&mut self) -> bool {
-        self.space();
+        self.at = skip_space(self.bytes(), self.at);
         self.at == self.text.len()
     }
 
     /// True when the next value is an object.
     pub(crate) fn at_object(&mut self) -> bool {
-        self.space();
-        self.peek() == Some(b'{')
+        self.at = skip_space(self.bytes(), self.at);
+        self.bytes().get(self.at) == Some(&b'{')
     }
 
-    /// [`Walker::object`] over the whole of `text`: `None` unless `text` is
+    /// [`Walker::members`] over the whole of `text`: `None` unless `text` is
     /// one JSON object whose keys all decode, with only whitespace after it.
-    pub(crate) fn document<const N: usize>(
+    pub(crate) fn document(
         text: &'a str,
-        names: [&str; N],
-        member: impl FnMut(&mut Self, usize) -> Option<()>,
+        member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
     ) -> Option<()> {
         let mut walk = Self::new(text);
-        let (_, readable) = walk.object(names, member)?;
+        let (_, readable) = walk.members(member)?;
         (readable && walk.at_end()).then_some(())
-    }
-
-    /// Skips the rest of a string after its opening quote; true when it has
-    /// escapes.
-    fn string(&mut self) -> Option<bool> {
-        let bytes = self.bytes();
-        let mut escaped = false;
-        loop {
-            let rest = bytes.get(self.at..)?;
-            self.at += if CHECK {
-                string_stop(rest)?
-            } else {
-                quote_or_backslash(rest)?
-            };
-            match self.next()? {
-                b'"' => return Some(escaped),
-                b'\\' => {
-                    escaped = true;
-                    match self.next()? {
-                        _ if !CHECK => {}
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                        b'u' => {
-                            let hex = bytes.get(self.at..self.at + 4)?;
-                            if !hex.iter().all(u8::is_ascii_hexdigit) {
-                                return None;
-                            }
-                            self.at += 4;
-                        }
-                        _ => return None,
-                    }
-                }
-                _ => return None,
-            }
-        }
-    }
-
-    fn digits(&mut self) -> usize {
-        let start = self.at;
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.at += 1;
-        }
-        self.at - start
-    }
-
-    /// Skips the rest of a number whose first byte was `first`.
-    fn number(&mut self, first: u8) -> Option<()> {
-        let first = if first == b'-' { self.next()? } else { first };
-        match first {
-            b'0' if matches!(self.peek(), Some(b'0'..=b'9')) => return None,
-            b'0' => {}
-            b'1'..=b'9' => {
-                self.digits();
-            }
-            _ => return None,
-        }
-        if self.peek() == Some(b'.') {
-            self.at += 1;
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
-            }
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        Some(())
-    }
-
-    fn literal(&mut self, rest: &[u8]) -> Option<()> {
-        let end = self.at + rest.len();
-        (self.bytes().get(self.at..end)? == rest).then(|| self.at = end)
-    }
-
-    /// A key's opening quote to its colon: the raw key text and whether it
-    /// has escapes.
-    fn key(&mut self) -> Option<(&'a str, bool)> {
-        if self.next()? != b'"' {
-            return None;
-        }
-        let start = self.at;
-        let escaped = self.string()?;
-        let key = self.text.get(start - 1..self.at)?;
-        self.space();
-        (self.next()? == b':').then_some((key, escaped))
     }
 
     /// Skips one value; its text, as [`RawValue::get`] gives it.
     pub(crate) fn value(&mut self) -> Option<&'a str> {
-        self.space();
-        let start = self.at;
-        if CHECK {
-            self.checked_value()?;
-        } else {
-            self.skimmed_value()?;
-        }
-        self.text.get(start..self.at)
+        let start = skip_space(self.bytes(), self.at);
+        let end = value_end::<CHECK>(self.bytes(), start)?;
+        self.at = end;
+        self.text.get(start..end)
     }
 
-    /// Skips a value of valid text: only strings and brackets matter.
-    fn skimmed_value(&mut self) -> Option<()> {
-        let bytes = self.bytes();
-        match self.next()? {
-            b'"' => self.string().map(drop),
-            b'{' | b'[' => {
-                let mut depth = 1usize;
-                loop {
-                    self.at += structural(bytes.get(self.at..)?)?;
-                    match self.next()? {
-                        b'"' => {
-                            self.string()?;
-                        }
-                        b'{' | b'[' => depth += 1,
-                        _ => {
-                            depth -= 1;
-                            if depth == 0 {
-                                return Some(());
-                            }
-                        }
-                    }
-                }
-            }
-            // A number or a literal: up to the next delimiter.
-            _ => {
-                let rest = bytes.get(self.at..)?;
-                self.at += rest
-                    .iter()
-                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
-                    .unwrap_or(rest.len());
-                Some(())
-            }
-        }
-    }
-
-    /// Checks and skips one value.
-    fn checked_value(&mut self) -> Option<()> {
-        // Open containers, innermost in the lowest bit: 1 for an object.
-        // Past 64 levels the outer ones spill into `deep`.
-        let (mut open, mut depth, mut deep) = (0u64, 0usize, Vec::new());
-        loop {
-            match self.next()? {
-                b'"' => {
-                    self.string()?;
-                }
-                container @ (b'{' | b'[') => {
-                    self.space();
-                    let close = if container == b'{' { b'}' } else { b']' };
-                    if self.peek() == Some(close) {
-                        self.at += 1;
-                    } else {
-                        if depth >= 64 {
-                            deep.push(open >> 63 == 1);
-                        }
-                        open = (open << 1) | u64::from(container == b'{');
-                        depth += 1;
-                        if container == b'{' {
-                            self.key()?;
-                        }
-                        self.space();
-                        continue;
-                    }
-                }
-                b't' => self.literal(b"rue")?,
-                b'f' => self.literal(b"alse")?,
-                b'n' => self.literal(b"ull")?,
-                first @ (b'-' | b'0'..=b'9') => self.number(first)?,
-                _ => return None,
-            }
-            // After a value: close what ends here, or move to the next one.
-            loop {
-                if depth == 0 {
-                    return Some(());
-                }
-                self.space();
-                let object = open & 1 == 1;
-                match self.next()? {
-                    b',' => {
-                        if object {
-                            self.space();
-                            self.key()?;
-                        }
-                        self.space();
-                        break;
-                    }
-                    b'}' if object => {}
-                    b']' if !object => {}
-                    _ => return None,
-                }
-                open >>= 1;
-                depth -= 1;
-                if depth >= 64 {
-                    open |= u64::from(deep.pop()?) << 63;
-                }
-            }
-        }
-    }
-
-    /// Walks the object next in the text. Each member whose key decodes to
-    /// one of `names` is handed to `member` with its index, to read the value
-    /// (with [`Walker::value`] or a nested [`Walker::object`]); other values
-    /// are skipped. See [`Walker::members`] for what it returns.
-    pub(crate) fn object<const N: usize>(
-        &mut self,
-        names: [&str; N],
-        mut member: impl FnMut(&mut Self, usize) -> Option<()>,
-    ) -> Option<(&'a str, bool)> {
-        self.members(
-            |walk, key| match names.iter().position(|name| *name == key) {
-                Some(slot) => member(walk, slot),
-                None => walk.value().map(drop),
-            },
-        )
+    /// Skips one value.
+    pub(crate) fn skip(&mut self) -> Option<()> {
+        let start = skip_space(self.bytes(), self.at);
+        self.at = value_end::<CHECK>(self.bytes(), start)?;
+        Some(())
     }
 
     /// Walks the object next in the text, handing every member whose key
     /// decodes to `member` with the decoded key (borrowed when it has no
-    /// escape); `member` must read the value. The object's text, and whether
+    /// escape); `member` must read the value (with [`Walker::value`],
+    /// [`Walker::skip`] or a nested [`Walker::members`]). The object's text, and whether
     /// every key decoded (a key with a lone surrogate escape does not, which
     /// makes the object unreadable to `serde_json`'s maps); `None` when the
     /// next value is not an object, or (checking) not valid JSON.
@@ -316,38 +102,47 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
         &mut self,
         mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
     ) -> Option<(&'a str, bool)> {
-        self.space();
-        let start = self.at;
-        if self.next()? != b'{' {
+        let (text, bytes) = (self.text, self.bytes());
+        let start = skip_space(bytes, self.at);
+        if bytes.get(start) != Some(&b'{') {
             return None;
         }
-        self.space();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Some((self.text.get(start..self.at)?, true));
-        }
+        let mut at = skip_space(bytes, start + 1);
         let mut keys_decode = true;
-        loop {
-            let (key, escaped) = self.key()?;
-            let key = if escaped {
-                serde_json::from_str::<String>(key).ok().map(Cow::Owned)
-            } else {
-                key.get(1..key.len() - 1).map(Cow::Borrowed)
-            };
-            match key {
-                Some(key) => member(self, key)?,
-                None => {
-                    keys_decode = false;
-                    self.value()?;
+        if bytes.get(at) != Some(&b'}') {
+            loop {
+                if bytes.get(at) != Some(&b'"') {
+                    return None;
+                }
+                let (end, escaped) = string_end::<CHECK>(bytes, at + 1)?;
+                let key = match escaped {
+                    false => text.get(at + 1..end - 1).map(Cow::Borrowed),
+                    true => serde_json::from_str::<String>(text.get(at..end)?)
+                        .ok()
+                        .map(Cow::Owned),
+                };
+                at = skip_space(bytes, end);
+                if bytes.get(at) != Some(&b':') {
+                    return None;
+                }
+                self.at = at + 1;
+                match key {
+                    Some(key) => member(self, key)?,
+                    None => {
+                        keys_decode = false;
+                        self.value()?;
+                    }
+                }
+                at = skip_space(bytes, self.at);
+                match bytes.get(at) {
+                    Some(b',') => at = skip_space(bytes, at + 1),
+                    Some(b'}') => break,
+                    _ => return None,
                 }
             }
-            self.space();
-            match self.next()? {
-                b',' => self.space(),
-                b'}' => return Some((self.text.get(start..self.at)?, keys_decode)),
-                _ => return None,
-            }
         }
+        self.at = at + 1;
+        Some((text.get(start..self.at)?, keys_decode))
     }
 
     /// The items of the array next in the text when it holds at most `max`
@@ -357,12 +152,9 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
     /// Items are borrowed unless they hold an escape, so a borrowed item is
     /// exactly the JSON text between its quotes.
     pub(crate) fn strings(&mut self, max: usize) -> Option<Vec<Cow<'a, str>>> {
-        let start = self.at;
-        let items = self.string_items(max);
-        if items.is_none() {
-            self.at = start;
-        }
-        items
+        let (items, end) = string_items::<CHECK>(self.text, self.at, max)?;
+        self.at = end;
+        Some(items)
     }
 
     /// The next value's text, and its items when it is an array of at most
@@ -371,8 +163,7 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
         &mut self,
         max: usize,
     ) -> Option<(&'a str, Option<Vec<Cow<'a, str>>>)> {
-        self.space();
-        let start = self.at;
+        let start = skip_space(self.bytes(), self.at);
         if max > 0 {
             if let Some(items) = self.strings(max) {
                 return Some((self.text.get(start..self.at)?, Some(items)));
@@ -380,37 +171,248 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
         }
         Some((self.value()?, None))
     }
+}
 
-    fn string_items(&mut self, max: usize) -> Option<Vec<Cow<'a, str>>> {
-        self.space();
-        if self.next()? != b'[' {
-            return None;
+/// The end of the string whose body starts at `bytes[at]` (just past its
+/// closing quote), and whether it has escapes; checking, that its bytes and
+/// escapes are what JSON allows.
+#[inline(always)]
+fn string_end<const CHECK: bool>(bytes: &[u8], mut at: usize) -> Option<(usize, bool)> {
+    let mut escaped = false;
+    loop {
+        let rest = bytes.get(at..)?;
+        at += match CHECK {
+            true => string_stop(rest)?,
+            false => quote_or_backslash(rest)?,
+        };
+        match bytes[at] {
+            b'"' => return Some((at + 1, escaped)),
+            b'\\' => {
+                escaped = true;
+                match *bytes.get(at + 1)? {
+                    _ if !CHECK => at += 2,
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => at += 2,
+                    b'u' => {
+                        let hex = bytes.get(at + 2..at + 6)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        at += 6;
+                    }
+                    _ => return None,
+                }
+            }
+            _ => return None,
         }
-        self.space();
-        // Each item takes at least three bytes (`"",`).
-        let left = self.text.len() - self.at;
-        let mut items = Vec::with_capacity(max.min(left / 3 + 1));
-        if self.peek() == Some(b']') {
-            self.at += 1;
-            return Some(items);
-        }
-        loop {
-            if items.len() == max || self.next()? != b'"' {
+    }
+}
+
+/// The end of the value that starts at `bytes[at]`; a string or a number,
+/// the most common values, without the machinery of containers.
+#[inline(always)]
+fn value_end<const CHECK: bool>(bytes: &[u8], at: usize) -> Option<usize> {
+    match (CHECK, bytes.get(at)) {
+        (_, Some(b'"')) => Some(string_end::<CHECK>(bytes, at + 1)?.0),
+        (true, Some(b'-' | b'0'..=b'9')) => number_end(bytes, at),
+        (true, _) => checked_value(bytes, at),
+        (false, _) => skimmed_value(bytes, at),
+    }
+}
+
+/// The index just past the digits at `at`, and how many there were.
+#[inline(always)]
+fn digits(bytes: &[u8], at: usize) -> (usize, usize) {
+    let n = bytes.get(at..).map_or(0, |rest| {
+        rest.iter().take_while(|b| b.is_ascii_digit()).count()
+    });
+    (at + n, n)
+}
+
+/// The end of the number that starts at `bytes[at]`, checked.
+fn number_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    if bytes.get(at) == Some(&b'-') {
+        at += 1;
+    }
+    match *bytes.get(at)? {
+        b'0' => {
+            at += 1;
+            if bytes.get(at).is_some_and(u8::is_ascii_digit) {
                 return None;
             }
-            let start = self.at;
-            let escaped = self.string()?;
-            items.push(if escaped {
-                Cow::Owned(serde_json::from_str(self.text.get(start - 1..self.at)?).ok()?)
-            } else {
-                Cow::Borrowed(self.text.get(start..self.at - 1)?)
-            });
-            self.space();
-            match self.next()? {
-                b',' => self.space(),
-                b']' => return Some(items),
+        }
+        b'1'..=b'9' => at = digits(bytes, at + 1).0,
+        _ => return None,
+    }
+    if bytes.get(at) == Some(&b'.') {
+        let (end, n) = digits(bytes, at + 1);
+        if n == 0 {
+            return None;
+        }
+        at = end;
+    }
+    if let Some(b'e' | b'E') = bytes.get(at) {
+        at += 1;
+        if let Some(b'+' | b'-') = bytes.get(at) {
+            at += 1;
+        }
+        let (end, n) = digits(bytes, at);
+        if n == 0 {
+            return None;
+        }
+        at = end;
+    }
+    Some(at)
+}
+
+/// The end of the key, colon included, whose opening quote is `bytes[at]`.
+#[inline(always)]
+fn checked_key(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let (end, _) = string_end::<true>(bytes, at + 1)?;
+    let at = skip_space(bytes, end);
+    (bytes.get(at) == Some(&b':')).then_some(at + 1)
+}
+
+/// The end of the value that starts at `bytes[at]`, checked: it accepts
+/// exactly what `serde_json` accepts for a value it skips. Open containers
+/// are bits of a stack, innermost lowest, 1 for an object; past 64 levels
+/// the outer ones spill into `deep`, so depth is unbounded.
+fn checked_value(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let (mut open, mut depth, mut deep) = (0u64, 0usize, Vec::new());
+    loop {
+        at = skip_space(bytes, at);
+        match *bytes.get(at)? {
+            b'"' => at = string_end::<true>(bytes, at + 1)?.0,
+            container @ (b'{' | b'[') => {
+                at = skip_space(bytes, at + 1);
+                let close = if container == b'{' { b'}' } else { b']' };
+                if bytes.get(at) == Some(&close) {
+                    at += 1;
+                } else {
+                    if depth >= 64 {
+                        deep.push(open >> 63 == 1);
+                    }
+                    open = (open << 1) | u64::from(container == b'{');
+                    depth += 1;
+                    if container == b'{' {
+                        at = checked_key(bytes, at)?;
+                    }
+                    continue;
+                }
+            }
+            b't' => at = literal(bytes, at, b"true")?,
+            b'f' => at = literal(bytes, at, b"false")?,
+            b'n' => at = literal(bytes, at, b"null")?,
+            b'-' | b'0'..=b'9' => at = number_end(bytes, at)?,
+            _ => return None,
+        }
+        // After a value: close what ends here, or move to the next one.
+        loop {
+            if depth == 0 {
+                return Some(at);
+            }
+            at = skip_space(bytes, at);
+            let object = open & 1 == 1;
+            match *bytes.get(at)? {
+                b',' => {
+                    at = skip_space(bytes, at + 1);
+                    if object {
+                        at = checked_key(bytes, at)?;
+                    }
+                    break;
+                }
+                b'}' if object => at += 1,
+                b']' if !object => at += 1,
                 _ => return None,
             }
+            open >>= 1;
+            depth -= 1;
+            if depth >= 64 {
+                open |= u64::from(deep.pop()?) << 63;
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn literal(bytes: &[u8], at: usize, word: &[u8]) -> Option<usize> {
+    let end = at + word.len();
+    (bytes.get(at..end)? == word).then_some(end)
+}
+
+/// The end of the value of valid text that starts at `bytes[at]`: only
+/// strings and brackets matter.
+fn skimmed_value(bytes: &[u8], mut at: usize) -> Option<usize> {
+    match *bytes.get(at)? {
+        b'"' => Some(string_end::<false>(bytes, at + 1)?.0),
+        b'{' | b'[' => {
+            let mut depth = 1usize;
+            at += 1;
+            loop {
+                at += structural(bytes.get(at..)?)?;
+                match bytes[at] {
+                    b'"' => at = string_end::<false>(bytes, at + 1)?.0,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        at += 1;
+                    }
+                    _ => {
+                        depth -= 1;
+                        at += 1;
+                        if depth == 0 {
+                            return Some(at);
+                        }
+                    }
+                }
+            }
+        }
+        // A number or a literal: up to the next delimiter.
+        _ => {
+            let rest = bytes.get(at..)?;
+            Some(
+                at + rest
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                    .unwrap_or(rest.len()),
+            )
+        }
+    }
+}
+
+/// The items of the array at `text[at..]` (after whitespace) when it holds
+/// at most `max` strings that all decode, and the index just past it.
+fn string_items<const CHECK: bool>(
+    text: &str,
+    at: usize,
+    max: usize,
+) -> Option<(Vec<Cow<'_, str>>, usize)> {
+    let bytes = text.as_bytes();
+    let mut at = skip_space(bytes, at);
+    if bytes.get(at) != Some(&b'[') {
+        return None;
+    }
+    at = skip_space(bytes, at + 1);
+    // Each item takes at least three bytes (`"",`).
+    let mut items = Vec::with_capacity(max.min((bytes.len() - at) / 3 + 1));
+    if bytes.get(at) == Some(&b']') {
+        return Some((items, at + 1));
+    }
+    loop {
+        if items.len() == max || bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let (end, escaped) = string_end::<CHECK>(bytes, at + 1)?;
+        items.push(match escaped {
+            true => Cow::Owned(serde_json::from_str(text.get(at..end)?).ok()?),
+            false => Cow::Borrowed(text.get(at + 1..end - 1)?),
+        });
+        at = skip_space(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b']') => return Some((items, at + 1)),
+            _ => return None,
         }
     }
 }
@@ -468,9 +470,12 @@ pub(crate) fn kind(text: &str) -> &'static str {
 pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(body).ok()?;
     let mut id = Ok(None);
-    Walk::document(text, ["id"], |walk, _| {
-        record(&mut id, walk.value()?);
-        Some(())
+    Walk::document(text, |walk, key| match &*key {
+        "id" => {
+            record(&mut id, walk.value()?);
+            Some(())
+        }
+        _ => walk.skip(),
     })?;
     let id = id.ok().flatten().filter(|id| is_usable_id(id))?;
     RawValue::from_string(id.to_owned()).ok()
@@ -623,7 +628,7 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         let mut checked = Vec::new();
-        let object = Walk::document(text, [], |_, _| Some(())).is_some();
+        let object = Walk::document(text, |walk, _| walk.skip()).is_some();
         let _ = Walk::new(text).members(|walk, key| {
             checked.push((key.into_owned(), walk.value()?.to_owned()));
             Some(())

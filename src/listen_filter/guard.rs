@@ -200,21 +200,22 @@ impl<'a> Message<'a> {
             task_id: Ok(None),
             tag: None,
         };
-        json::Walk::document(data, ["method", "params", "id"], |walk, slot| {
-            match slot {
-                0 => json::record(&mut message.method, walk.value()?),
-                2 => json::record(&mut message.id, walk.value()?),
-                _ if walk.at_object() => {
+        json::Walk::document(data, |walk, key| {
+            match &*key {
+                "method" => json::record(&mut message.method, walk.value()?),
+                "id" => json::record(&mut message.id, walk.value()?),
+                "params" if walk.at_object() => {
                     let params = Params::read(walk)?;
                     json::record(&mut message.params, params.text);
                     // Only one `params` is ever used: a second one is ambiguous.
                     (message.uri, message.task_id, message.tag) =
                         (params.uri, params.task_id, params.tag);
                 }
-                _ => {
+                "params" => {
                     json::record(&mut message.params, walk.value()?);
                     (message.uri, message.task_id, message.tag) = (Ok(None), Ok(None), None);
                 }
+                _ => walk.skip()?,
             }
             Some(())
         })?;
@@ -236,23 +237,27 @@ impl<'a> Params<'a> {
     fn read(walk: &mut json::Walk<'a>) -> Option<Self> {
         let (mut meta, mut uri, mut task_id) = (Ok(None), Ok(None), Ok(None));
         let mut tag = None;
-        let (text, readable) = walk.object(["_meta", "uri", "taskId"], |walk, slot| {
-            match slot {
-                0 if walk.at_object() => {
+        let (text, readable) = walk.members(|walk, key| {
+            match &*key {
+                "_meta" if walk.at_object() => {
                     let mut found = Ok(None);
-                    let (text, readable) = walk.object([SUBSCRIPTION_ID], |walk, _| {
-                        json::record(&mut found, walk.value()?);
-                        Some(())
+                    let (text, readable) = walk.members(|walk, key| match &*key {
+                        SUBSCRIPTION_ID => {
+                            json::record(&mut found, walk.value()?);
+                            Some(())
+                        }
+                        _ => walk.skip(),
                     })?;
                     json::record(&mut meta, text);
                     tag = if readable { found.ok().flatten() } else { None };
                 }
-                0 => {
+                "_meta" => {
                     json::record(&mut meta, walk.value()?);
                     tag = None;
                 }
-                1 => json::record(&mut uri, walk.value()?),
-                _ => json::record(&mut task_id, walk.value()?),
+                "uri" => json::record(&mut uri, walk.value()?),
+                "taskId" => json::record(&mut task_id, walk.value()?),
+                _ => walk.skip()?,
             }
             Some(())
         })?;
@@ -343,9 +348,12 @@ impl EventRule for Guard {
         if let Verdict::Drop(reason) = verdict {
             // Drops are rare (a leaky inner service): re-reading the method is fine.
             let mut method = Ok(None);
-            let read = json::Walk::document(&data, ["method"], |walk, _| {
-                json::record(&mut method, walk.value()?);
-                Some(())
+            let read = json::Walk::document(&data, |walk, key| match &*key {
+                "method" => {
+                    json::record(&mut method, walk.value()?);
+                    Some(())
+                }
+                _ => walk.skip(),
             });
             let kind = read
                 .and(method.ok().flatten())

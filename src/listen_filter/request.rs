@@ -24,8 +24,14 @@ impl<'a> ListenRequest<'a> {
     pub(crate) fn parse(body: &'a [u8]) -> Result<Self, Refusal> {
         let text = std::str::from_utf8(body).map_err(|_| (Rejection::Parse, None))?;
         let (mut id, mut method, mut params) = (Ok(None), Ok(None), Ok(None));
-        Walk::document(text, ["id", "method", "params"], |walk, slot| {
-            json::record([&mut id, &mut method, &mut params][slot], walk.value()?);
+        Walk::document(text, |walk, key| {
+            let slot = match &*key {
+                "id" => &mut id,
+                "method" => &mut method,
+                "params" => &mut params,
+                _ => return walk.skip(),
+            };
+            json::record(slot, walk.value()?);
             Some(())
         })
         .ok_or((Rejection::Parse, None))?;
