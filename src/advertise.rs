@@ -184,17 +184,19 @@ pub(crate) fn restrict(narrowed: &mut Map<String, Value>, original: &Map<String,
     });
 }
 
+/// The object `v` is, for tests that write capabilities with `json!`.
+#[cfg(test)]
+pub(crate) fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("test input is an object"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn obj(v: Value) -> Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => unreachable!("test input is an object"),
-        }
-    }
 
     #[test]
     fn advertised_json_is_the_maps_serialization() {

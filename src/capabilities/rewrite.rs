@@ -309,14 +309,8 @@ fn read_capabilities<'a>(walk: &mut json::Walk<'a>, foreign: &mut bool) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::advertise::obj;
     use serde_json::{json, Map, Value};
-
-    fn obj(v: Value) -> Map<String, Value> {
-        match v {
-            Value::Object(m) => m,
-            _ => unreachable!("test input is an object"),
-        }
-    }
 
     /// `merge` of `theirs`, parsed back: `None` when the profile's stand alone.
     fn merged(theirs: &str, profile: &Value) -> Option<Value> {

@@ -1,11 +1,9 @@
 use std::convert::Infallible;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{response, Request, Response};
+use http::response;
 use http_body::Body;
-use tower_service::Service;
 
 use super::rewrite::{ResultRewrite, Target};
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
@@ -13,69 +11,24 @@ use crate::codec::scan::Method;
 use crate::http::classify::{
     is_encoded, is_event_stream, is_json, Classified, Head, Interest, Shape,
 };
-use crate::http::intercept::{self, Decision, Gate, Prepared, Respond, Rules};
+use crate::http::intercept::{Decision, Gate, Prepared, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
-use crate::{Era, Rejection, RequestBody, ServerProfile};
+use crate::http::reply::middleware;
+use crate::{Era, Rejection, ServerProfile};
 
-/// Middleware that fills in the `capabilities` of every `initialize`
-/// (legacy era) and `server/discover` (modern era) result from a
-/// [`ServerProfile`].
-///
-/// See the [module docs](crate::capabilities) for an example.
-#[derive(Debug, Clone)]
-pub struct Capabilities<S> {
-    inner: S,
-    layer: CapabilitiesLayer,
+middleware! {
+    /// Middleware that fills in the `capabilities` of every `initialize`
+    /// (legacy era) and `server/discover` (modern era) result from a
+    /// [`ServerProfile`].
+    ///
+    /// See the [module docs](crate::capabilities) for an example.
+    pub struct Capabilities, layer: CapabilitiesLayer, rules: |layer| layer
 }
 
 impl<S> Capabilities<S> {
     /// Wraps `inner`, advertising what `profile` offers.
     pub fn new(inner: S, profile: ServerProfile) -> Self {
         Self::from_layer(inner, CapabilitiesLayer::new(profile))
-    }
-
-    pub(super) fn from_layer(inner: S, layer: CapabilitiesLayer) -> Self {
-        Self { inner, layer }
-    }
-
-    /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with a [`Capabilities`] middleware.
-    pub fn layer(profile: ServerProfile) -> CapabilitiesLayer {
-        CapabilitiesLayer::new(profile)
-    }
-
-    /// Gets a reference to the inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Gets a mutable reference to the inner service.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes `self`, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Capabilities<S>
-where
-    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body,
-    ResBody: Body,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, ReqBody, ResBody>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
     }
 }
 

@@ -1,5 +1,5 @@
 //! [`Reply`]: what a layer's response body is made of, and the macros that
-//! give each layer its own body and future around the shared ones.
+//! give each layer its own service, body and future around the shared ones.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -238,4 +238,77 @@ macro_rules! response_future {
     };
 }
 
-pub(crate) use {response_body, response_future};
+/// Defines a layer's service: `$name<S>` holding the inner service and its
+/// `$layer`, with tower-http's accessors, calling the shared
+/// [`call`](super::intercept::call) with the rules `$rules` reads from the
+/// layer, and answering with the layer's own `ResponseFuture` and
+/// `ResponseBody`, which must be in scope.
+macro_rules! middleware {
+    ($(#[$attr:meta])* pub struct $name:ident, layer: $layer:ident, rules: |$l:ident| $rules:expr) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone)]
+        pub struct $name<S> {
+            inner: S,
+            layer: $layer,
+        }
+
+        impl<S> $name<S> {
+            pub(super) fn from_layer(inner: S, layer: $layer) -> Self {
+                Self { inner, layer }
+            }
+
+            #[doc = concat!("Returns a new [`Layer`](tower_layer::Layer) that wraps services with [`", stringify!($name), "`].")]
+            pub fn layer(profile: $crate::ServerProfile) -> $layer {
+                $layer::new(profile)
+            }
+
+            /// Gets a reference to the inner service.
+            pub fn get_ref(&self) -> &S {
+                &self.inner
+            }
+
+            /// Gets a mutable reference to the inner service.
+            pub fn get_mut(&mut self) -> &mut S {
+                &mut self.inner
+            }
+
+            /// Consumes `self`, returning the inner service.
+            pub fn into_inner(self) -> S {
+                self.inner
+            }
+        }
+
+        impl<S, ReqBody, ResBody> tower_service::Service<http::Request<ReqBody>> for $name<S>
+        where
+            S: tower_service::Service<
+                    http::Request<$crate::RequestBody<ReqBody>>,
+                    Response = http::Response<ResBody>,
+                > + Clone,
+            ReqBody: http_body::Body,
+            ResBody: http_body::Body,
+        {
+            type Response = http::Response<ResponseBody<ResBody>>;
+            type Error = S::Error;
+            type Future = ResponseFuture<S, ReqBody, ResBody>;
+
+            #[inline]
+            fn poll_ready(
+                &mut self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Result<(), Self::Error>> {
+                self.inner.poll_ready(cx)
+            }
+
+            fn call(&mut self, request: http::Request<ReqBody>) -> Self::Future {
+                let $l = &self.layer;
+                ResponseFuture::new($crate::http::intercept::call(
+                    $rules,
+                    &mut self.inner,
+                    request,
+                ))
+            }
+        }
+    };
+}
+
+pub(crate) use {middleware, response_body, response_future};

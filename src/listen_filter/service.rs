@@ -1,11 +1,9 @@
 use std::convert::Infallible;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{response, Request, Response};
+use http::response;
 use http_body::Body;
-use tower_service::Service;
 
 use super::guard::Guard;
 use super::request::{batch_has_listen, ListenRequest};
@@ -13,33 +11,23 @@ use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
 use crate::http::classify::{is_event_stream, Classified, Head, Interest, Shape};
-use crate::http::intercept::{self, Decision, Gate, Prepared, Refusal, Respond, Rules};
+use crate::http::intercept::{Decision, Gate, Prepared, Refusal, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
-use crate::{HonouredFilter, Rejection, RequestBody, ServerProfile};
+use crate::http::reply::middleware;
+use crate::{HonouredFilter, Rejection, ServerProfile};
 
-/// Middleware that turns the `notifications` filter of every
-/// `subscriptions/listen` request into the honoured filter for its caller.
-///
-/// See the [module docs](crate::listen_filter) for an example.
-#[derive(Debug, Clone)]
-pub struct ListenFilter<S> {
-    inner: S,
-    layer: ListenFilterLayer,
+middleware! {
+    /// Middleware that turns the `notifications` filter of every
+    /// `subscriptions/listen` request into the honoured filter for its caller.
+    ///
+    /// See the [module docs](crate::listen_filter) for an example.
+    pub struct ListenFilter, layer: ListenFilterLayer, rules: |layer| layer
 }
 
 impl<S> ListenFilter<S> {
     /// Wraps `inner`, honouring listen filters by `profile`.
     pub fn new(inner: S, profile: ServerProfile) -> Self {
         Self::from_layer(inner, ListenFilterLayer::new(profile))
-    }
-
-    pub(super) fn from_layer(inner: S, layer: ListenFilterLayer) -> Self {
-        Self { inner, layer }
-    }
-
-    /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with a [`ListenFilter`] middleware.
-    pub fn layer(profile: ServerProfile) -> ListenFilterLayer {
-        ListenFilterLayer::new(profile)
     }
 
     /// Whether to guard the listen response stream (default `true`).
@@ -54,41 +42,6 @@ impl<S> ListenFilter<S> {
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
         self.layer = self.layer.scan_pass_through(scan);
         self
-    }
-
-    /// Gets a reference to the inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Gets a mutable reference to the inner service.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes `self`, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ListenFilter<S>
-where
-    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
-    ReqBody: Body,
-    ResBody: Body,
-{
-    type Response = Response<ResponseBody<ResBody>>;
-    type Error = S::Error;
-    type Future = ResponseFuture<S, ReqBody, ResBody>;
-
-    #[inline]
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
     }
 }
 
