@@ -56,6 +56,8 @@ mod body;
 mod future;
 mod layer;
 mod service;
+#[cfg(test)]
+mod tests;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;

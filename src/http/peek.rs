@@ -73,6 +73,8 @@ impl<B: Body> Peek<B> {
             true => Scanner::whole(),
             false => Scanner::new(),
         };
+        #[cfg(test)]
+        tally::peek();
         Self {
             body: Box::pin(Watch::new(Rewind::new(body), scanner)),
             limits,
@@ -97,6 +99,8 @@ impl<B: Body> Peek<B> {
                 // What the last read added; the chunk is in memory already.
                 let fresh = &chunk[chunk.len() - (chunks.byte_len() - scanned)..];
                 let ended = rewind.ended();
+                #[cfg(test)]
+                tally::scan(fresh.len());
                 let outcome = match ended {
                     true => scanner.feed_last(fresh),
                     false => scanner.feed(fresh),
@@ -175,6 +179,35 @@ impl<B: Body> Peek<B> {
             self.body.as_mut().start(seen);
         }
         RequestBody::rewound(self.body)
+    }
+}
+
+/// How much the layers read, counted per thread: the peeks begun and the
+/// bytes handed to a scanner, for the tests that the combined layer reads
+/// each body once.
+#[cfg(test)]
+pub(crate) mod tally {
+    use std::cell::Cell;
+
+    thread_local! {
+        static PEEKS: Cell<usize> = const { Cell::new(0) };
+        static SCANNED: Cell<usize> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn peek() {
+        PEEKS.with(|peeks| peeks.set(peeks.get() + 1));
+    }
+
+    pub(crate) fn scan(bytes: usize) {
+        SCANNED.with(|scanned| scanned.set(scanned.get() + bytes));
+    }
+
+    /// The peeks begun and the bytes scanned since the last `take`.
+    pub(crate) fn take() -> (usize, usize) {
+        (
+            PEEKS.with(|peeks| peeks.take()),
+            SCANNED.with(|scanned| scanned.take()),
+        )
     }
 }
 

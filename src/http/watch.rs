@@ -88,6 +88,8 @@ impl<B: Body<Data = Bytes>> Body for Watch<B> {
         if let Some(data) = frame.as_ref().and_then(|f| f.as_ref().ok()?.data_ref()) {
             let skip = data.len().min(*this.seen);
             *this.seen -= skip;
+            #[cfg(test)]
+            super::peek::tally::scan(data.len() - skip);
             match this.scanner.feed(&data[skip..]) {
                 Some(Outcome::DuplicateMethod | Outcome::Invalid) => {
                     tracing::debug!(
