@@ -73,7 +73,10 @@ pub struct Limits {
     /// top-level `method`, and to the end of an `initialize` or
     /// `server/discover` body (default 1 MiB). A body is read in the chunks
     /// it comes in: one not decided once more than this was read is refused
-    /// (413).
+    /// (413) by [`ListenFilterLayer`](crate::ListenFilterLayer) and
+    /// [`EdgeLayer`](crate::EdgeLayer); [`CapabilitiesLayer`](crate::CapabilitiesLayer)
+    /// alone refuses only an `initialize` or `server/discover` it cannot
+    /// read within it, and passes any other body on.
     pub max_peek: usize,
     /// The largest JSON `initialize` or `server/discover` response that is
     /// rewritten; a longer one passes as it came (default 1 MiB).

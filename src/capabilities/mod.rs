@@ -13,8 +13,10 @@
 //! the result is rewritten.
 //!
 //! Error responses, responses for another id, responses that are neither
-//! JSON nor SSE and responses with a `Content-Encoding` pass through
-//! unchanged (place the layer inside compression). Every other request
+//! JSON nor SSE, responses with a `Content-Encoding` (place the layer inside
+//! compression) and JSON responses longer than
+//! [`max_rewritten_response`](crate::Limits::max_rewritten_response) pass
+//! through unchanged. Every other request
 //! reaches the inner service untouched: its body is read only until its
 //! top-level `method` is known and then replayed, never buffered whole.
 //!

@@ -118,7 +118,7 @@ impl Rules for CapabilitiesLayer {
         match *whole {}
     }
 
-    fn whole(&self, whole: Infallible, _: Parts, _: Bytes) -> Prepared<Self> {
+    fn whole<T, F>(&self, whole: Infallible, _: Parts, _: Bytes, _: F) -> Prepared<T> {
         match whole {}
     }
 

@@ -102,7 +102,7 @@ impl Head {
                     head.length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
                 }
             } else if name == header::CONTENT_ENCODING {
-                head.encoded |= !value.eq_ignore_ascii_case(b"identity");
+                head.encoded |= is_coding(value);
             } else if name == MCP_METHOD && !named {
                 named = true;
                 head.named = Some(Method::from_name(value));
@@ -211,7 +211,12 @@ pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::CONTENT_ENCODING)
         .iter()
-        .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"))
+        .any(|value| is_coding(value.as_bytes()))
+}
+
+/// A `Content-Encoding` value that names a coding other than `identity`.
+fn is_coding(value: &[u8]) -> bool {
+    !value.eq_ignore_ascii_case(b"identity")
 }
 
 #[cfg(test)]

@@ -69,14 +69,15 @@ pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
 pub(crate) type Later<T> =
     Pin<Box<dyn Future<Output = Result<(Parts, Bytes, T), Refusal>> + Send + 'static>>;
 
-/// What a layer does with a body it read whole.
-pub(crate) enum Prepared<R: Rules> {
+/// What a layer does with a body it read whole; `T` is what the response
+/// needs, as the caller of [`Rules::whole`] asked for it.
+pub(crate) enum Prepared<T> {
     /// Handed on as it came.
     Pass(Parts),
     Refuse(Refusal),
-    /// Rewritten after asynchronous work (the layer's hooks); boxed: it runs
-    /// once per such request, off the hot path.
-    Later(Later<R::Take>),
+    /// Rewritten after asynchronous work (the layer's hooks); boxed once: it
+    /// runs once per such request, off the hot path.
+    Later(Later<T>),
 }
 
 /// What a layer does with the response to a request it took.
@@ -134,8 +135,12 @@ pub(crate) trait Rules: Clone {
     /// Most bytes of a body read whole for `whole`.
     fn whole_limit(&self, whole: &Self::Whole) -> usize;
 
-    /// The decision on a body read whole.
-    fn whole(&self, whole: Self::Whole, parts: Parts, body: Bytes) -> Prepared<Self>;
+    /// The decision on a body read whole; what the response needs is handed
+    /// back through `take`, so that a pair of rules wraps it without a
+    /// second box.
+    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    where
+        F: FnOnce(Self::Take) -> T + Send + 'static;
 
     /// What becomes of the response to a taken request.
     fn respond(take: Self::Take, parts: &response::Parts) -> Respond<Self>;
@@ -416,7 +421,7 @@ where
                         }
                         (Then::Whole(whole), Ok(())) => whole,
                     };
-                    match rules.whole(whole, parts, peek.buffered()) {
+                    match rules.whole(whole, parts, peek.buffered(), |take| take) {
                         Prepared::Pass(parts) => {
                             let request = Request::from_parts(parts, peek.into_body());
                             self.as_mut().call(service, request, None);
@@ -590,26 +595,13 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         }
     }
 
-    fn whole(&self, whole: Self::Whole, parts: Parts, body: Bytes) -> Prepared<Self> {
+    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    where
+        F: FnOnce(Self::Take) -> T + Send + 'static,
+    {
         match whole {
-            Either::Left(whole) => match self.0.whole(whole, parts, body) {
-                Prepared::Pass(parts) => Prepared::Pass(parts),
-                Prepared::Refuse(refusal) => Prepared::Refuse(refusal),
-                Prepared::Later(later) => Prepared::Later(Box::pin(async move {
-                    later
-                        .await
-                        .map(|(parts, body, take)| (parts, body, Either::Left(take)))
-                })),
-            },
-            Either::Right(whole) => match self.1.whole(whole, parts, body) {
-                Prepared::Pass(parts) => Prepared::Pass(parts),
-                Prepared::Refuse(refusal) => Prepared::Refuse(refusal),
-                Prepared::Later(later) => Prepared::Later(Box::pin(async move {
-                    later
-                        .await
-                        .map(|(parts, body, take)| (parts, body, Either::Right(take)))
-                })),
-            },
+            Either::Left(whole) => self.0.whole(whole, parts, body, |t| take(Either::Left(t))),
+            Either::Right(whole) => self.1.whole(whole, parts, body, |t| take(Either::Right(t))),
         }
     }
 

@@ -164,6 +164,13 @@ macro_rules! response_body {
             }
         }
 
+        /// A body of `data`, for middleware that answers with its own bytes.
+        impl<B: http_body::Body> From<bytes::Bytes> for $name<B> {
+            fn from(data: bytes::Bytes) -> Self {
+                Self::new(data.into())
+            }
+        }
+
         /// An empty body, for layers such as tower-http's auth and timeout
         /// that answer with a default body.
         impl<B: http_body::Body> Default for $name<B> {

@@ -84,7 +84,7 @@ mod future;
 mod guard;
 mod layer;
 mod request;
-pub(crate) mod service;
+mod service;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;

@@ -49,7 +49,7 @@ impl<S> ListenFilter<S> {
 const INTEREST: Interest = Interest::of(&[Method::Listen]);
 
 /// What a body is read whole for.
-pub enum Whole {
+pub(crate) enum Whole {
     /// A listen, to honour its filter.
     Listen,
     /// A batch, to look for a listen in it.
@@ -139,14 +139,18 @@ impl Rules for ListenFilterLayer {
         }
     }
 
-    fn whole(&self, whole: Whole, parts: Parts, body: Bytes) -> Prepared<Self> {
+    fn whole<T, F>(&self, whole: Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    where
+        F: FnOnce(Self::Take) -> T + Send + 'static,
+    {
         match whole {
-            Whole::Listen => Prepared::Later(Box::pin(honour_listen(
-                self.profile.clone(),
-                parts,
-                body,
-                self.guard_stream,
-            ))),
+            Whole::Listen => {
+                let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
+                Prepared::Later(Box::pin(async move {
+                    let (parts, body, filter) = honoured.await?;
+                    Ok((parts, body, take(filter)))
+                }))
+            }
             Whole::Batch => match batch_has_listen(&body) {
                 Some(false) => Prepared::Pass(parts),
                 Some(true) => Prepared::Refuse((
