@@ -38,42 +38,51 @@ pub(super) fn validate<'a>(
     params: Option<&'a str>,
 ) -> Result<Validated<'a>, ListenError> {
     let params = params.ok_or_else(|| invalid("`params` is required".into()))?;
-    let members = json::members(params).ok_or_else(|| {
-        invalid(format!(
+    let limits = profile.limits();
+    // One skim of `params`: the first `notifications` object has its members
+    // read on the way, its string arrays with them.
+    let most = limits.max_uris.max(limits.max_task_ids);
+    let (mut notifications, mut meta) = (Ok(None), Ok(None));
+    let mut first: Option<(Vec<Entry<'a>>, bool)> = None;
+    let mut skim = json::Skim::new(params);
+    let read = skim.members(|skim, key| {
+        match &*key {
+            "notifications" if notifications == Ok(None) && skim.at_object() => {
+                let mut entries = Vec::with_capacity(4);
+                let (text, readable) = skim.members(|skim, key| {
+                    let lists = matches!(
+                        Kind::from_field(&key),
+                        Some(Kind::ResourceSubscriptions | Kind::TaskIds)
+                    );
+                    let (text, items) = skim.value_and_strings(if lists { most } else { 0 })?;
+                    entries.push((key, text, items));
+                    Some(())
+                })?;
+                json::record(&mut notifications, text);
+                first = Some((entries, readable));
+            }
+            "notifications" => json::record(&mut notifications, skim.value()?),
+            "_meta" => json::record(&mut meta, skim.value()?),
+            _ => skim.skip()?,
+        }
+        Some(())
+    });
+    if !matches!(read, Some((_, true))) {
+        return Err(invalid(format!(
             "`params` must be an object, got {}",
             json::kind(params)
-        ))
-    })?;
-    let notifications = json::unique(&members, "notifications")
+        )));
+    }
+    let notifications = notifications
         .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
         .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
-    let meta = json::unique(&members, "_meta")
-        .map_err(|()| invalid("`params._meta` appears more than once".into()))?;
-    let limits = profile.limits();
-    let not_an_object = || {
-        invalid(format!(
+    let meta = meta.map_err(|()| invalid("`params._meta` appears more than once".into()))?;
+    let Some((entries, true)) = first else {
+        return Err(invalid(format!(
             "`params.notifications` must be an object, got {}",
             json::kind(notifications)
-        ))
+        )));
     };
-    // The string arrays are read as the skim passes them.
-    let most = limits.max_uris.max(limits.max_task_ids);
-    let mut entries: Vec<Entry<'a>> = Vec::with_capacity(4);
-    let mut skim = json::Skim::new(notifications);
-    let (_, readable) = skim
-        .members(|skim, key| {
-            let lists = matches!(
-                Kind::from_field(&key),
-                Some(Kind::ResourceSubscriptions | Kind::TaskIds)
-            );
-            let (text, items) = skim.value_and_strings(if lists { most } else { 0 })?;
-            entries.push((key, text, items));
-            Some(())
-        })
-        .ok_or_else(not_an_object)?;
-    if !readable {
-        return Err(not_an_object());
-    }
 
     let mut seen = Kinds::default();
     let mut fields = Vec::with_capacity(entries.len());
