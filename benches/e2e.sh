@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 DUR=${1:-10}
 ROUNDS=${2:-3}
 PORT=${PORT:-18931}
+command -v wrk >/dev/null || { echo "benches/e2e.sh needs wrk (apt-get install wrk)" >&2; exit 1; }
 cargo build --release --example server >/dev/null 2>&1
 BIN="${CARGO_TARGET_DIR:-target}/release/examples/server"
 TMP=$(mktemp -d)
