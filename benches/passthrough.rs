@@ -75,9 +75,9 @@ fn main() {
         mut caps,
         mut listen,
     } = stacks(&p, &inner);
-    // Both layers, the listen filter not scanning other bodies for a second method.
+    // Both layers, neither scanning other bodies for a second method.
     let mut unscanned = ServiceBuilder::new()
-        .layer(CapabilitiesLayer::new(p.clone()))
+        .layer(CapabilitiesLayer::new(p.clone()).scan_pass_through(false))
         .layer(ListenFilterLayer::new(p.clone()).scan_pass_through(false))
         .service(inner.clone());
 

@@ -457,4 +457,104 @@ mod tower_mcp_inner {
         assert_ack(&first_event(response).await, &honoured_ack());
         assert_inner_saw_honoured_filter(&seen);
     }
+
+    /// `request` in disguise as a lenient server still reads it: `text/plain`,
+    /// its `Mcp-Method` in the transport's Base64 form.
+    fn disguised(mut request: Request<Body>) -> Request<Body> {
+        let method = request.headers()["mcp-method"].to_str().unwrap().to_owned();
+        let encoded = format!("=?base64?{}?=", base64_of(method.as_bytes()));
+        let headers = request.headers_mut();
+        headers.insert("content-type", "text/plain".parse().unwrap());
+        headers.insert("mcp-method", encoded.parse().unwrap());
+        request
+    }
+
+    /// Standard Base64 with padding, written out here so that the test does
+    /// not share the layer's decoder.
+    fn base64_of(bytes: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, b)| n | (*b as u32) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    /// Baseline: tower-mcp reads a `text/plain` body and decodes the Base64
+    /// header, and acknowledges every requested URI.
+    #[tokio::test]
+    async fn without_the_layers_tower_mcp_honours_a_disguised_listen_whole() {
+        let response = tower_mcp_router(false)
+            .oneshot(disguised(listen("/")))
+            .await
+            .unwrap();
+        assert_ack(&first_event(response).await, &requested_notifications());
+    }
+
+    /// The same disguised listen through the layers is honoured like any other.
+    #[tokio::test]
+    async fn a_disguised_listen_is_honoured() {
+        for guard in [false, true] {
+            let seen = Seen::default();
+            let response = stack(false, guard, &seen)
+                .oneshot(disguised(listen("/")))
+                .await
+                .unwrap();
+            assert_ack(&first_event(response).await, &honoured_ack());
+            assert_inner_saw_honoured_filter(&seen);
+        }
+    }
+
+    /// A disguised discover gets the profile's capabilities, through either
+    /// layer alone too.
+    #[tokio::test]
+    async fn a_disguised_discover_gets_the_profile_capabilities() {
+        let seen = Seen::default();
+        let response = stack(false, true, &seen)
+            .oneshot(disguised(discover("/")))
+            .await
+            .unwrap();
+        rewritten_discover_result(response).await;
+        let alone = ServiceBuilder::new()
+            .layer(CapabilitiesLayer::new(profile()))
+            .map_request(|request: Request<mcp_edge::RequestBody<Body>>| request.map(Body::new))
+            .service(tower_mcp_router(true));
+        rewritten_discover_result(alone.oneshot(disguised(discover("/"))).await.unwrap()).await;
+    }
+
+    /// A header that does not decode, or two of them, is refused before
+    /// tower-mcp could read either.
+    #[tokio::test]
+    async fn an_undecodable_or_repeated_method_header_is_refused() {
+        let mut broken = disguised(listen("/"));
+        broken.headers_mut().insert(
+            "mcp-method",
+            "=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4?".parse().unwrap(),
+        );
+        let mut twice = listen("/");
+        twice
+            .headers_mut()
+            .append("mcp-method", "tools/call".parse().unwrap());
+        for request in [broken, twice] {
+            let seen = Seen::default();
+            let response = stack(false, true, &seen).oneshot(request).await.unwrap();
+            assert_eq!(response.status(), http::StatusCode::BAD_REQUEST);
+            let body: Value =
+                serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes())
+                    .unwrap();
+            assert_eq!(body["error"]["code"], -32020);
+            assert_eq!(body["id"], "listen-1");
+            assert!(seen.lock().unwrap().is_empty(), "tower-mcp was not called");
+        }
+    }
 }

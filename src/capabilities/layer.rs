@@ -11,6 +11,7 @@ pub struct CapabilitiesLayer {
     pub(super) profile: ServerProfile,
     // Read on every request: kept at hand.
     pub(super) limits: PeekLimits,
+    pub(super) scan_pass_through: bool,
 }
 
 impl CapabilitiesLayer {
@@ -19,7 +20,22 @@ impl CapabilitiesLayer {
         Self {
             limits: PeekLimits::of(&profile),
             profile,
+            scan_pass_through: true,
         }
+    }
+
+    /// Whether to keep scanning every other request body as the inner
+    /// service reads it (default `true`), cutting it short at a second
+    /// top-level `method` or at bytes that are not JSON, so that a parser
+    /// keeping the last of duplicate keys never reads an `initialize` or
+    /// `server/discover` the layer did not see; the same scan as
+    /// [`ListenFilterLayer::scan_pass_through`](crate::ListenFilterLayer::scan_pass_through).
+    ///
+    /// Switch it off only when the inner service itself rejects a request
+    /// with duplicate `method` members.
+    pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.scan_pass_through = scan;
+        self
     }
 }
 

@@ -20,11 +20,18 @@
 //! reaches the inner service untouched: its body is read only until its
 //! top-level `method` is known and then replayed, never buffered whole.
 //!
-//! What is looked into is the one rule every mcp-edge layer follows: a
-//! `POST` whose body is JSON, has no `Content-Type`, or whose `Mcp-Method`
-//! header names `initialize` or `server/discover`. A request whose
-//! `Mcp-Method` header and body `method` disagree, where either is
-//! `initialize` or `server/discover`, is answered with -32020. The body is
+//! What is looked into is the one rule every mcp-edge layer follows: every
+//! `POST`, whatever its `Content-Type` (a lenient inner service parses any
+//! body). A body that cannot be read as JSON up to its top-level `method`
+//! is answered with -32700; one with a second top-level `method`, a batch
+//! naming `initialize` or `server/discover`, and either of them without an
+//! `id` with -32600. Like [`ListenFilterLayer`](crate::ListenFilterLayer),
+//! the layer keeps scanning other bodies as the inner service reads them
+//! and cuts them short at a second `method`
+//! ([`CapabilitiesLayer::scan_pass_through`]). `Mcp-Method` is decoded
+//! first (`=?base64?…?=`); a request whose header and body `method`
+//! disagree, where either is `initialize` or `server/discover`, or whose
+//! header does not decode or is repeated, is answered with -32020. The body is
 //! read in the chunks it comes in, and an `initialize` or `server/discover`
 //! not decided once more than the profile's
 //! [`max_peek`](crate::Limits::max_peek) was read is answered with 413, as

@@ -11,7 +11,7 @@ use crate::codec::scan::Method;
 use crate::http::classify::{
     is_encoded, is_event_stream, is_json, Classified, Head, Interest, Shape,
 };
-use crate::http::intercept::{Decision, Gate, Prepared, Respond, Rules};
+use crate::http::intercept::{Decision, Gate, Later, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
 use crate::{Era, Rejection, ServerProfile};
@@ -29,6 +29,13 @@ impl<S> Capabilities<S> {
     /// Wraps `inner`, advertising what `profile` offers.
     pub fn new(inner: S, profile: ServerProfile) -> Self {
         Self::from_layer(inner, CapabilitiesLayer::new(profile))
+    }
+
+    /// Whether to keep scanning other request bodies for a second `method`
+    /// (default `true`); see [`CapabilitiesLayer::scan_pass_through`].
+    pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.layer = self.layer.scan_pass_through(scan);
+        self
     }
 }
 
@@ -56,14 +63,18 @@ impl Rules for CapabilitiesLayer {
         self.limits
     }
 
+    fn interest(&self) -> Interest {
+        INTEREST
+    }
+
     fn watches(&self) -> bool {
-        false
+        self.scan_pass_through
     }
 
     fn peeks(&self, head: &Head) -> bool {
         // A compressed body cannot be looked into; the layer sits inside
         // decompression.
-        head.inspected(INTEREST) && !head.encoded
+        head.inspected() && !head.encoded
     }
 
     fn gate(&self, head: &Head) -> Gate {
@@ -90,8 +101,8 @@ impl Rules for CapabilitiesLayer {
             return Decision::Refuse(Rejection::HeaderMismatch);
         }
         let Some(era) = method.and_then(era_of) else {
-            // A body that names no method within the limit cannot be
-            // classified and passes on.
+            // Another method, a batch (looked into whole by the plumbing),
+            // or none: not the layer's to take.
             return Decision::Pass;
         };
         if classified.shape == Shape::TooLarge {
@@ -103,7 +114,12 @@ impl Rules for CapabilitiesLayer {
         // peek (at its closing brace, or at its end when the rest after the
         // method is plain), and its id with it.
         let Some(id) = peek.id_text() else {
-            return Decision::Pass;
+            // A notification, or an id no answer could be matched to: the
+            // answer could not be told from another.
+            return Decision::Refuse(Rejection::InvalidRequest(match era {
+                Era::Legacy => "an `initialize` request must carry one string or number `id`",
+                Era::Modern => "a `server/discover` request must carry one string or number `id`",
+            }));
         };
         // The caller matters only to a profile that narrows per caller.
         let caller = self
@@ -118,7 +134,7 @@ impl Rules for CapabilitiesLayer {
         match *whole {}
     }
 
-    fn whole<T, F>(&self, whole: Infallible, _: Parts, _: Bytes, _: F) -> Prepared<T> {
+    fn whole<T, F>(&self, whole: Infallible, _: Parts, _: Bytes, _: F) -> Later<T> {
         match whole {}
     }
 

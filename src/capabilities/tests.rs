@@ -706,14 +706,32 @@ async fn unparsable_and_empty_json_responses_are_untouched() {
 }
 
 #[tokio::test]
-async fn notifications_get_no_rewrite() {
-    // A discover without an id is a notification: there is no response to rewrite.
-    let request = r#"{"jsonrpc":"2.0","method":"server/discover"}"#;
-    assert_untouched(
-        discover_request(Counted::one(request)),
-        Reply::json(DISCOVER_RESULT),
-    )
-    .await;
+async fn intercepted_methods_without_an_id_are_refused() {
+    // A discover without an id is a notification: no answer to it could be
+    // told from another, so none may come back unrewritten.
+    for request in [
+        r#"{"jsonrpc":"2.0","method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","method":"initialize","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"server/discover"}"#,
+    ] {
+        let (out, seen) = try_run(
+            &profile(),
+            post_request(None, Counted::one(request)),
+            Reply::json(DISCOVER_RESULT),
+        )
+        .await;
+        assert!(
+            seen.is_none(),
+            "{request}: the inner service was not called"
+        );
+        assert_eq!(out.status, StatusCode::BAD_REQUEST, "{request}");
+        assert_eq!(out.json()["error"]["code"], -32600, "{request}");
+        assert!(
+            matches!(out.rejection, Some(Rejection::InvalidRequest(_))),
+            "{request}"
+        );
+    }
 }
 
 /// A discover whose body is longer than the buffer limit (1 MiB) must not get
@@ -934,7 +952,7 @@ async fn discover_is_recognized_at_every_split_point() {
 // ---------------------------------------------------------------------------
 
 #[tokio::test]
-async fn get_delete_and_non_json_posts_are_not_inspected() {
+async fn get_and_delete_are_not_inspected() {
     let profile = profile();
     let requests = [
         Request::get("/mcp")
@@ -943,7 +961,6 @@ async fn get_delete_and_non_json_posts_are_not_inspected() {
         Request::delete("/mcp")
             .header(header::CONTENT_TYPE, "application/json")
             .header("mcp-method", "server/discover"),
-        Request::post("/mcp").header(header::CONTENT_TYPE, "text/plain"),
     ];
     for builder in requests {
         let request = builder
@@ -970,15 +987,20 @@ async fn get_delete_and_non_json_posts_are_not_inspected() {
 }
 
 #[tokio::test]
-async fn posts_without_a_type_or_named_by_the_header_are_inspected() {
-    // Lenient inner services read any body as JSON: the one rule of what is
-    // inspected covers them too.
+async fn every_post_is_inspected_whatever_its_type() {
+    // Lenient inner services read any body as JSON: the content type decides
+    // nothing.
     let profile = profile();
     let requests = [
         Request::post("/mcp"),
+        Request::post("/mcp").header(header::CONTENT_TYPE, "text/plain"),
+        Request::post("/mcp").header(header::CONTENT_TYPE, "application/x-www-form-urlencoded"),
         Request::post("/mcp")
             .header(header::CONTENT_TYPE, "text/plain")
             .header("mcp-method", "server/discover"),
+        Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "text/plain")
+            .header("mcp-method", "=?base64?c2VydmVyL2Rpc2NvdmVy?="),
     ];
     for builder in requests {
         let request = builder.body(Counted::one(DISCOVER)).unwrap();
@@ -995,7 +1017,8 @@ async fn posts_without_a_type_or_named_by_the_header_are_inspected() {
 }
 
 #[tokio::test]
-async fn non_json_body_with_json_type_reaches_the_inner_unchanged() {
+async fn bodies_that_are_not_json_up_to_their_method_are_refused() {
+    // A lenient parser behind the layer could still find a method in them.
     let profile = profile();
     for body in [
         "hello world",
@@ -1003,31 +1026,19 @@ async fn non_json_body_with_json_type_reaches_the_inner_unchanged() {
         "[1,2",
         "{\"method\":",
         "\"server/discover\"",
+        "method=server/discover",
     ] {
-        let reply = Reply {
-            status: StatusCode::BAD_REQUEST,
-            ..Reply::json(
-                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"inner"}}"#,
-            )
-        };
-        let (out, seen) = run(
-            &profile,
-            post_request(None, Counted::split(body.as_bytes(), 4)),
-            reply.clone(),
-        )
-        .await;
-        assert_eq!(seen.body(), body.as_bytes(), "{body:?}");
-        assert_eq!(
-            out.status,
-            StatusCode::BAD_REQUEST,
-            "{body:?}: the inner's status"
-        );
-        assert_eq!(
-            &out.body[..],
-            &reply.chunks.concat()[..],
-            "{body:?}: the inner's answer"
-        );
-        assert!(out.rejection.is_none(), "{body:?}: the layer adds no error");
+        for content_type in ["application/json", "text/plain"] {
+            let request = Request::post("/mcp")
+                .header(header::CONTENT_TYPE, content_type)
+                .body(Counted::split(body.as_bytes(), 4))
+                .unwrap();
+            let (out, seen) = try_run(&profile, request, Reply::json(DISCOVER_RESULT)).await;
+            assert!(seen.is_none(), "{body:?}: the inner service was not called");
+            assert_eq!(out.status, StatusCode::BAD_REQUEST, "{body:?}");
+            assert_eq!(out.rejection, Some(Rejection::Parse), "{body:?}");
+            assert_eq!(out.json()["error"]["code"], -32700, "{body:?}");
+        }
     }
 }
 

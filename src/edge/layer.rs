@@ -33,7 +33,9 @@ impl EdgeLayer {
 
     /// Whether to keep scanning other JSON request bodies for a second
     /// `method` (default `true`); see [`ListenFilterLayer::scan_pass_through`].
+    /// One scan serves both promises.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
+        self.rules.0 = self.rules.0.scan_pass_through(scan);
         self.rules.1 = self.rules.1.scan_pass_through(scan);
         self
     }

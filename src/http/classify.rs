@@ -7,10 +7,15 @@
 //! (what it refuses, what it takes over), but none decides differently what
 //! a request is.
 
+use base64::Engine;
 use http::header::{self, HeaderMap, HeaderName};
 use http::request::Parts;
 
+use serde_json::value::RawValue;
+
+use crate::codec::json;
 use crate::codec::scan::{Method, Outcome};
+use crate::Rejection;
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
@@ -40,30 +45,32 @@ impl Interest {
         }
     }
 
+    /// No method.
+    pub(crate) const NONE: Self = Self(0);
+    /// Every intercepted method.
+    pub(crate) const ALL: Self = Self::of(&[Method::Initialize, Method::Discover, Method::Listen]);
+
+    /// Both interests.
+    pub(crate) const fn and(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
     /// True when `method` is one of the methods.
     pub(crate) fn contains(self, method: Method) -> bool {
         self.0 & Self::bit(method) != 0
     }
 }
 
-/// What a request's body claims to be, by its `Content-Type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Content {
-    /// `application/json` or a `+json` type.
-    Json,
-    /// No `Content-Type`: a lenient inner service may still read JSON.
-    Missing,
-    /// Anything else.
-    Other,
-}
-
 /// The parts of a request's head the layers read, decoded once.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Head {
     post: bool,
-    content: Content,
-    /// The method the `Mcp-Method` header names, if it is present.
+    /// The method the `Mcp-Method` header names, if it is present once and
+    /// decodes.
     pub(crate) named: Option<Method>,
+    /// The intercepted methods a repeated or undecodable `Mcp-Method` could
+    /// name: every one, for a value that does not decode.
+    unclear: Interest,
     /// The declared `Content-Length`.
     pub(crate) length: Option<u64>,
     /// True when the body carries a content coding other than `identity`.
@@ -76,8 +83,8 @@ impl Head {
     pub(crate) fn read(parts: &Parts) -> Self {
         let mut head = Self {
             post: false,
-            content: Content::Missing,
             named: None,
+            unclear: Interest::NONE,
             length: None,
             encoded: false,
         };
@@ -85,38 +92,46 @@ impl Head {
             return head;
         }
         head.post = true;
-        let (mut typed, mut named, mut measured) = (false, false, false);
+        let (mut measured, mut names) = (false, 0);
         for (name, value) in &parts.headers {
             let value = value.as_bytes();
-            if name == header::CONTENT_TYPE {
-                if !typed {
-                    typed = true;
-                    head.content = match is_json_type(value) {
-                        true => Content::Json,
-                        false => Content::Other,
-                    };
-                }
-            } else if name == header::CONTENT_LENGTH {
+            if name == header::CONTENT_LENGTH {
                 if !measured {
                     measured = true;
                     head.length = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
                 }
             } else if name == header::CONTENT_ENCODING {
                 head.encoded |= is_coding(value);
-            } else if name == MCP_METHOD && !named {
-                named = true;
-                head.named = Some(Method::from_name(value));
+            } else if name == MCP_METHOD {
+                names += 1;
+                let decoded = decode_method(value);
+                head.unclear.0 |= match decoded {
+                    Some(method) => Interest::bit(method),
+                    None => Interest::ALL.0,
+                };
+                if names == 1 {
+                    head.named = decoded;
+                }
             }
+        }
+        if names == 1 && head.named.is_some() {
+            head.unclear = Interest::NONE;
+        } else if names > 1 {
+            head.named = None;
         }
         head
     }
 
-    /// The one rule for what is inspected: a `POST` whose body is JSON, has
-    /// no type at all, or whose `Mcp-Method` names a method of `interest`.
-    pub(crate) fn inspected(&self, interest: Interest) -> bool {
+    /// The one rule for what is inspected: every `POST`, whatever its
+    /// `Content-Type`: a lenient inner service parses any body.
+    pub(crate) fn inspected(&self) -> bool {
         self.post
-            && (self.content != Content::Other
-                || self.named.is_some_and(|named| interest.contains(named)))
+    }
+
+    /// True when the `Mcp-Method` header is repeated or does not decode,
+    /// and one of its values could name a method of `interest`.
+    pub(crate) fn unclear(&self, interest: Interest) -> bool {
+        self.unclear.0 & interest.0 != 0
     }
 
     /// True when the declared length is over `limit`.
@@ -133,6 +148,29 @@ impl Head {
         })
     }
 }
+
+/// The method an `Mcp-Method` value names, decoded as the 2026-07-28
+/// transport says: `=?base64?{Base64 of UTF-8}?=` is decoded first. `None`
+/// for a value that looks encoded (`=?` first) but is not exactly that form.
+fn decode_method(value: &[u8]) -> Option<Method> {
+    if !value.starts_with(b"=?") {
+        return Some(Method::from_name(value));
+    }
+    let encoded = value
+        .get(..9)
+        .filter(|label| label.eq_ignore_ascii_case(b"=?base64?"))
+        .and_then(|_| value[9..].strip_suffix(b"?="))?;
+    let decoded = BASE64.decode(encoded).ok()?;
+    std::str::from_utf8(&decoded).ok()?;
+    Some(Method::from_name(&decoded))
+}
+
+/// Standard Base64, padded or not.
+const BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
 
 /// What the peek read of a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +193,20 @@ pub(crate) enum Shape {
 }
 
 impl Classified {
+    /// What every layer refuses, whatever it intercepts: a body that cannot
+    /// be read as JSON as far as the scan read it (a lenient parser behind
+    /// the layer could still find a method in it), and one with more than
+    /// one top-level `method` (parsers disagree on which one is meant).
+    pub(crate) fn refusal(&self) -> Option<Rejection> {
+        match self.shape {
+            Shape::Decided(Outcome::Invalid) => Some(Rejection::Parse),
+            Shape::Decided(Outcome::DuplicateMethod) => Some(Rejection::InvalidRequest(
+                "the request has more than one `method`",
+            )),
+            _ => None,
+        }
+    }
+
     /// The body's method as far as a layer that intercepts no `Other`
     /// request cares: the method that decided the scan, the first method of
     /// a body too large to finish, and `Other` as soon as the first method
@@ -167,6 +219,22 @@ impl Classified {
             _ => None,
         }
     }
+}
+
+/// The first method of `interest` a JSON-RPC batch names, under any
+/// `method` key of any of its requests; `Err(())` when `body` is not a JSON
+/// array.
+pub(crate) fn batch_names(body: &[u8], interest: Interest) -> Result<Option<Method>, ()> {
+    let items = serde_json::from_slice::<Vec<&RawValue>>(body).map_err(|_| ())?;
+    let named = items
+        .iter()
+        .filter_map(|item| json::members(item.get()))
+        .flat_map(|members| members.into_iter())
+        .filter(|(key, _)| key == "method")
+        .filter_map(|(_, value)| json::string(value))
+        .map(|method| Method::from_name(method.as_bytes()))
+        .find(|method| interest.contains(*method));
+    Ok(named)
 }
 
 /// The media type of the `Content-Type` header value, parameters dropped,
@@ -214,9 +282,11 @@ pub(crate) fn is_encoded(headers: &HeaderMap) -> bool {
         .any(|value| is_coding(value.as_bytes()))
 }
 
-/// A `Content-Encoding` value that names a coding other than `identity`.
+/// A `Content-Encoding` value that names a coding other than `identity`;
+/// an empty value names none.
 fn is_coding(value: &[u8]) -> bool {
-    !value.eq_ignore_ascii_case(b"identity")
+    let value = value.trim_ascii();
+    !value.is_empty() && !value.eq_ignore_ascii_case(b"identity")
 }
 
 #[cfg(test)]
@@ -249,8 +319,6 @@ mod tests {
             ("application/json; x=\u{e9}".as_bytes(), true),
         ] {
             assert_eq!(is_json_type(value), json, "{value:?}");
-            let head = head(http::Method::POST, &[("content-type", value)]);
-            assert_eq!(head.inspected(LISTEN), json, "{value:?}");
         }
         let mut headers = HeaderMap::new();
         for (value, events) in [
@@ -265,28 +333,20 @@ mod tests {
     }
 
     #[test]
-    fn the_one_rule_for_what_is_inspected() {
+    fn every_post_is_inspected_whatever_its_type() {
+        for content_type in [
+            &b"application/json"[..],
+            b"text/plain",
+            b"application/x-www-form-urlencoded",
+            b"",
+        ] {
+            let typed = head(http::Method::POST, &[("content-type", content_type)]);
+            assert!(typed.inspected(), "{content_type:?}");
+        }
+        assert!(head(http::Method::POST, &[]).inspected());
         let json: &[(&str, &[u8])] = &[("content-type", b"application/json")];
-        assert!(head(http::Method::POST, json).inspected(LISTEN));
-        assert!(!head(http::Method::GET, json).inspected(LISTEN));
-        assert!(!head(http::Method::DELETE, json).inspected(CAPABILITIES));
-        // No content type: a lenient inner service may read the body as JSON.
-        assert!(head(http::Method::POST, &[]).inspected(CAPABILITIES));
-        // Another type, unless the header names an intercepted method.
-        let plain = |named: &'static [u8]| {
-            head(
-                http::Method::POST,
-                &[("content-type", b"text/plain"), ("mcp-method", named)],
-            )
-        };
-        assert!(plain(b"subscriptions/listen").inspected(LISTEN));
-        assert!(!plain(b"subscriptions/listen").inspected(CAPABILITIES));
-        assert!(plain(b"server/discover").inspected(CAPABILITIES));
-        assert!(!plain(b"tools/call").inspected(Interest::of(&[
-            Method::Initialize,
-            Method::Discover,
-            Method::Listen
-        ])));
+        assert!(!head(http::Method::GET, json).inspected());
+        assert!(!head(http::Method::DELETE, json).inspected());
     }
 
     #[test]
@@ -308,8 +368,96 @@ mod tests {
             header::CONTENT_ENCODING,
             HeaderValue::from_static("identity"),
         );
+        assert!(!is_encoded(&headers));
+        headers.append(header::CONTENT_ENCODING, HeaderValue::from_static(""));
+        assert!(!is_encoded(&headers), "an empty coding is identity");
         headers.append(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         assert!(is_encoded(&headers));
+    }
+
+    #[test]
+    fn an_empty_content_encoding_is_identity() {
+        for (value, encoded) in [
+            (&b""[..], false),
+            (b" ", false),
+            (b"Identity", false),
+            (b"gzip", true),
+            (b"identity, gzip", true),
+        ] {
+            let head = head(http::Method::POST, &[("content-encoding", value)]);
+            assert_eq!(head.encoded, encoded, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn mcp_method_is_decoded_as_the_transport_says() {
+        let named = |value: &'static [u8]| head(http::Method::POST, &[("mcp-method", value)]);
+        // "subscriptions/listen", padded and not.
+        let encoded = named(b"=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4=?=");
+        assert_eq!(encoded.named, Some(Method::Listen));
+        assert!(!encoded.unclear(Interest::ALL));
+        assert_eq!(
+            named(b"=?BASE64?c2VydmVyL2Rpc2NvdmVy?=").named,
+            Some(Method::Discover)
+        );
+        assert_eq!(
+            named(b"=?base64?dG9vbHMvY2FsbA==?=").named,
+            Some(Method::Other)
+        );
+        for malformed in [
+            &b"=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4"[..],
+            b"=?base64?!!!!?=",
+            b"=?utf-8?b?aW5pdGlhbGl6ZQ==?=",
+            b"=?",
+            // Not UTF-8 once decoded.
+            b"=?base64?/w==?=",
+        ] {
+            let head = head(http::Method::POST, &[("mcp-method", malformed)]);
+            assert_eq!(head.named, None, "{malformed:?}");
+            assert!(
+                head.unclear(LISTEN) && head.unclear(CAPABILITIES),
+                "{malformed:?}"
+            );
+        }
+        // A literal name is a name.
+        assert_eq!(named(b"initialize").named, Some(Method::Initialize));
+        assert!(!named(b"tools/call").unclear(Interest::ALL));
+    }
+
+    #[test]
+    fn a_repeated_mcp_method_is_unclear_when_it_could_name_an_intercepted_method() {
+        let twice = |a: &'static [u8], b: &'static [u8]| {
+            head(http::Method::POST, &[("mcp-method", a), ("mcp-method", b)])
+        };
+        let listen = twice(b"tools/call", b"subscriptions/listen");
+        assert!(listen.unclear(LISTEN));
+        assert!(!listen.unclear(CAPABILITIES));
+        assert_eq!(listen.named, None);
+        assert!(twice(b"initialize", b"initialize").unclear(CAPABILITIES));
+        assert!(twice(b"tools/call", b"=?base64?x?=").unclear(CAPABILITIES));
+        let calls = twice(b"tools/call", b"tools/list");
+        assert!(!calls.unclear(Interest::ALL));
+        assert_eq!(calls.named, None);
+    }
+
+    #[test]
+    fn batches_name_the_first_intercepted_method() {
+        let names = |body: &str, interest| batch_names(body.as_bytes(), interest);
+        let listen_last =
+            r#"[{"id":1,"method":"tools/list"},{"id":2,"method":"subscriptions\/listen"}]"#;
+        assert_eq!(names(listen_last, LISTEN), Ok(Some(Method::Listen)));
+        assert_eq!(names(listen_last, CAPABILITIES), Ok(None));
+        let hidden = r#"[{"id":1,"method":"tools/list","method":"server/discover"}]"#;
+        assert_eq!(names(hidden, CAPABILITIES), Ok(Some(Method::Discover)));
+        assert_eq!(
+            names(r#"[{"method":"initialize"}]"#, Interest::ALL),
+            Ok(Some(Method::Initialize))
+        );
+        assert_eq!(
+            names(r#"[{"id":1,"method":"tools/list"}]"#, Interest::ALL),
+            Ok(None)
+        );
+        assert_eq!(names("[1, 2", Interest::ALL), Err(()));
     }
 
     #[test]

@@ -24,11 +24,12 @@ use serde_json::value::RawValue;
 use tower_service::Service;
 
 use super::body::RequestBody;
-use super::classify::{Classified, Head};
+use super::classify::{batch_names, Classified, Head, Interest, Shape};
 use super::event_stream::EventRule;
 use super::peek::{Peek, PeekLimits};
 use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
+use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::Event;
 use crate::Rejection;
 
@@ -64,21 +65,12 @@ pub(crate) enum Decision<R: Rules> {
 /// A rejection with the request id to echo.
 pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
 
-/// The request a layer hands on after its own asynchronous work: the head
-/// and body to call the inner service with, and what the response needs.
+/// The request a layer hands on after its own asynchronous work on a body
+/// read whole (its hooks): the head and body to call the inner service with,
+/// and what the response needs (`T`, as the caller of [`Rules::whole`] asked
+/// for it). Boxed once: it runs once per such request, off the hot path.
 pub(crate) type Later<T> =
     Pin<Box<dyn Future<Output = Result<(Parts, Bytes, T), Refusal>> + Send + 'static>>;
-
-/// What a layer does with a body it read whole; `T` is what the response
-/// needs, as the caller of [`Rules::whole`] asked for it.
-pub(crate) enum Prepared<T> {
-    /// Handed on as it came.
-    Pass(Parts),
-    Refuse(Refusal),
-    /// Rewritten after asynchronous work (the layer's hooks); boxed once: it
-    /// runs once per such request, off the hot path.
-    Later(Later<T>),
-}
 
 /// What a layer does with the response to a request it took.
 pub(crate) enum Respond<R: Rules> {
@@ -110,6 +102,9 @@ pub(crate) trait Rules: Clone {
     /// The rewrite of the JSON responses of taken requests.
     type Json: JsonRule;
 
+    /// The methods the layer intercepts.
+    fn interest(&self) -> Interest;
+
     /// How far the peek reads.
     fn limits(&self) -> PeekLimits;
 
@@ -138,7 +133,7 @@ pub(crate) trait Rules: Clone {
     /// The decision on a body read whole; what the response needs is handed
     /// back through `take`, so that a pair of rules wraps it without a
     /// second box.
-    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Later<T>
     where
         F: FnOnce(Self::Take) -> T + Send + 'static;
 
@@ -178,7 +173,7 @@ where
             // registers the real waker when the future polls it.
             let mut cx = Context::from_waker(Waker::noop());
             if let Poll::Ready(classified) = peek.poll_classify(&mut cx) {
-                let decision = rules.decide(&head, &classified, &peek, &parts);
+                let decision = decide(rules, &head, &classified, &peek, &parts);
                 return match next(rules, decision, &classified, peek, parts) {
                     Next::Call(request, take) => ResponseFuture::Calling {
                         future: inner.call(request),
@@ -226,20 +221,46 @@ pub(crate) struct Whole<R: Rules, B: Body> {
     limit: usize,
 }
 
+/// The decision on a classified request: what every layer refuses first,
+/// then the layer's own rules.
+fn decide<R: Rules, B: Body>(
+    rules: &R,
+    head: &Head,
+    classified: &Classified,
+    peek: &Peek<B>,
+    parts: &Parts,
+) -> Decision<R> {
+    if let Some(rejection) = classified.refusal() {
+        return Decision::Refuse(rejection);
+    }
+    // A repeated or undecodable `Mcp-Method` could name what the layer
+    // intercepts to a server that reads it otherwise.
+    if head.unclear(rules.interest()) {
+        return Decision::Refuse(Rejection::HeaderMismatch);
+    }
+    rules.decide(head, classified, peek, parts)
+}
+
 /// Where `decision` leads.
 fn next<R: Rules, B: Body>(
     rules: &R,
     decision: Decision<R>,
     classified: &Classified,
     peek: Peek<B>,
-    parts: Parts,
+    mut parts: Parts,
 ) -> Next<R, B> {
     let (then, limit) = match decision {
+        // A batch could hold what the layer intercepts: it is read whole to see.
+        Decision::Pass if classified.shape == Shape::Decided(Outcome::Batch) => {
+            (Then::Batch, rules.limits().method)
+        }
         Decision::Pass => return Next::Call(Request::from_parts(parts, peek.into_body()), None),
         Decision::Take(take) => {
-            return Next::Call(Request::from_parts(parts, peek.into_body()), Some(take))
+            taken(&mut parts);
+            return Next::Call(Request::from_parts(parts, peek.into_body()), Some(take));
         }
         Decision::Whole(whole) => {
+            taken(&mut parts);
             let limit = rules.whole_limit(&whole);
             (Then::Whole(whole), limit)
         }
@@ -257,10 +278,18 @@ fn next<R: Rules, B: Body>(
     })
 }
 
+/// The head of a request a layer takes, as the inner service gets it: the
+/// answer is inspected, so it must come back uncompressed (it is small).
+fn taken(parts: &mut Parts) {
+    parts.headers.remove(header::ACCEPT_ENCODING);
+}
+
 /// What a body is read whole for.
 pub(crate) enum Then<W> {
     /// The layer's own purpose.
     Whole(W),
+    /// A batch, to look for a method the layer intercepts in it.
+    Batch,
     /// The request's id, to answer with this rejection.
     Refuse(Rejection),
 }
@@ -343,6 +372,16 @@ where
     }
 }
 
+/// Why a batch naming `method` is refused.
+fn in_batch(method: Method) -> &'static str {
+    match method {
+        Method::Initialize => "a batch must not contain an `initialize` request",
+        Method::Discover => "a batch must not contain a `server/discover` request",
+        Method::Listen => "a batch must not contain a listen request",
+        Method::Other => "a batch must not contain a request the layer intercepts",
+    }
+}
+
 /// The layer's answer to a request, with `rejection` in the extensions.
 fn refused<B: Body, E>(rejection: Rejection, id: Option<&RawValue>) -> Response<Reply<B, E>> {
     tracing::debug!(%rejection, "request answered by the layer");
@@ -369,7 +408,7 @@ where
                     ..
                 } => {
                     let classified = ready!(peek.poll_classify(cx));
-                    let decision = rules.decide(head, &classified, peek, parts);
+                    let decision = decide(rules, head, &classified, peek, parts);
                     let StateOwn::Peeking {
                         peek,
                         parts,
@@ -412,28 +451,32 @@ where
                             let id = read.ok().and_then(|()| peek.request_id());
                             return Poll::Ready(Ok(refused(rejection, id.as_deref())));
                         }
-                        (Then::Whole(_), Err(error)) => {
+                        (Then::Whole(_) | Then::Batch, Err(error)) => {
                             let rejection = match error {
                                 ReadError::TooLarge => Rejection::BodyTooLarge { limit },
                                 ReadError::Failed => Rejection::BodyUnreadable,
                             };
                             return Poll::Ready(Ok(refused(rejection, None)));
                         }
+                        (Then::Batch, Ok(())) => {
+                            match batch_names(&peek.buffered(), rules.interest()) {
+                                Ok(None) => {
+                                    let request = Request::from_parts(parts, peek.into_body());
+                                    self.as_mut().call(service, request, None);
+                                    continue;
+                                }
+                                Ok(Some(method)) => {
+                                    let rejection = Rejection::InvalidRequest(in_batch(method));
+                                    return Poll::Ready(Ok(refused(rejection, None)));
+                                }
+                                Err(()) => return Poll::Ready(Ok(refused(Rejection::Parse, None))),
+                            }
+                        }
                         (Then::Whole(whole), Ok(())) => whole,
                     };
-                    match rules.whole(whole, parts, peek.buffered(), |take| take) {
-                        Prepared::Pass(parts) => {
-                            let request = Request::from_parts(parts, peek.into_body());
-                            self.as_mut().call(service, request, None);
-                        }
-                        Prepared::Refuse((rejection, id)) => {
-                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
-                        }
-                        Prepared::Later(future) => {
-                            self.as_mut()
-                                .project_replace(Self::Preparing { future, service });
-                        }
-                    }
+                    let future = rules.whole(whole, parts, peek.buffered(), |take| take);
+                    self.as_mut()
+                        .project_replace(Self::Preparing { future, service });
                 }
                 StateProj::Preparing { future, .. } => {
                     let prepared = ready!(future.as_mut().poll(cx));
@@ -530,6 +573,10 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
     type Events = Either<A::Events, B::Events>;
     type Json = Either<A::Json, B::Json>;
 
+    fn interest(&self) -> Interest {
+        self.0.interest().and(self.1.interest())
+    }
+
     fn limits(&self) -> PeekLimits {
         let (a, b) = (self.0.limits(), self.1.limits());
         PeekLimits {
@@ -595,7 +642,7 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         }
     }
 
-    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    fn whole<T, F>(&self, whole: Self::Whole, parts: Parts, body: Bytes, take: F) -> Later<T>
     where
         F: FnOnce(Self::Take) -> T + Send + 'static,
     {

@@ -27,10 +27,13 @@
 //! already read whole whose rest spells neither `method` nor a backslash
 //! needs no scan; [`ListenFilterLayer::scan_pass_through`] switches the scan
 //! off for inner services that refuse duplicate members themselves). What
-//! is looked into is the one rule every mcp-edge layer follows: a `POST`
-//! whose body is JSON, has no `Content-Type`, or whose `Mcp-Method` header
-//! names `subscriptions/listen`. The body is read in the chunks it comes
-//! in; one whose method is not known once more than the profile's
+//! is looked into is the one rule every mcp-edge layer follows: every
+//! `POST`, whatever its `Content-Type` (a lenient inner service parses any
+//! body); one that cannot be read as JSON up to its `method` is answered
+//! with -32700, a batch naming a listen and a listen without an `id` with
+//! -32600, and an `Mcp-Method` that does not decode (`=?base64?…?=` is
+//! decoded first) or is repeated with -32020. The body is read in the
+//! chunks it comes in; one whose method is not known once more than the profile's
 //! [`max_peek`](crate::Limits::max_peek) was read (a listen: more than its
 //! [`max_listen_body`](crate::Limits::max_listen_body)) is answered with
 //! 413, and a compressed one is refused with 415: place the layer inside

@@ -4,7 +4,6 @@
 use serde_json::value::RawValue;
 
 use crate::codec::json::{self, Walk};
-use crate::codec::scan::Method;
 use crate::http::intercept::Refusal;
 use crate::Rejection;
 
@@ -70,24 +69,6 @@ impl<'a> ListenRequest<'a> {
 /// A value of a checked document, as a `RawValue`.
 fn raw(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_owned()).expect("the walk checked the value")
-}
-
-/// Whether a JSON-RPC batch holds a listen request (under any of its
-/// `method` keys); `None` when the body is not a JSON array.
-pub(crate) fn batch_has_listen(body: &[u8]) -> Option<bool> {
-    let items = serde_json::from_slice::<Vec<&RawValue>>(body).ok()?;
-    Some(
-        items
-            .iter()
-            .filter_map(|item| json::members(item.get()))
-            .any(|members| {
-                members.iter().any(|(key, value)| {
-                    key == "method"
-                        && json::string(value)
-                            .is_some_and(|m| Method::from_name(m.as_bytes()) == Method::Listen)
-                })
-            }),
-    )
 }
 
 #[cfg(test)]
@@ -159,26 +140,5 @@ mod tests {
             request.with_ack(notifications, &ack),
             r#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true}}, "extra":true}"#
         );
-    }
-
-    #[test]
-    fn batches_with_listen() {
-        assert_eq!(
-            batch_has_listen(
-                br#"[{"id":1,"method":"tools/list"},{"id":2,"method":"subscriptions\/listen"}]"#
-            ),
-            Some(true)
-        );
-        assert_eq!(
-            batch_has_listen(
-                br#"[{"id":1,"method":"tools/list","method":"subscriptions/listen"}]"#
-            ),
-            Some(true)
-        );
-        assert_eq!(
-            batch_has_listen(br#"[{"id":1,"method":"tools/list"}]"#),
-            Some(false)
-        );
-        assert_eq!(batch_has_listen(b"[1, 2"), None);
     }
 }

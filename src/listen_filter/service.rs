@@ -6,12 +6,12 @@ use http::response;
 use http_body::Body;
 
 use super::guard::Guard;
-use super::request::{batch_has_listen, ListenRequest};
+use super::request::ListenRequest;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
 use crate::http::classify::{is_event_stream, Classified, Head, Interest, Shape};
-use crate::http::intercept::{Decision, Gate, Prepared, Refusal, Respond, Rules};
+use crate::http::intercept::{Decision, Gate, Later, Refusal, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
 use crate::{HonouredFilter, Rejection, ServerProfile};
@@ -48,13 +48,8 @@ impl<S> ListenFilter<S> {
 /// `subscriptions/listen`.
 const INTEREST: Interest = Interest::of(&[Method::Listen]);
 
-/// What a body is read whole for.
-pub(crate) enum Whole {
-    /// A listen, to honour its filter.
-    Listen,
-    /// A batch, to look for a listen in it.
-    Batch,
-}
+/// A listen, read whole to honour its filter.
+pub(crate) struct Whole;
 
 /// The listen filter takes over `subscriptions/listen` requests, answers
 /// every request that could hide one, and guards the listen stream.
@@ -70,12 +65,16 @@ impl Rules for ListenFilterLayer {
         self.limits
     }
 
+    fn interest(&self) -> Interest {
+        INTEREST
+    }
+
     fn watches(&self) -> bool {
         self.scan_pass_through
     }
 
     fn peeks(&self, head: &Head) -> bool {
-        head.inspected(INTEREST)
+        head.inspected()
     }
 
     fn gate(&self, head: &Head) -> Gate {
@@ -111,55 +110,35 @@ impl Rules for ListenFilterLayer {
                 } else if head.longer_than(limit) {
                     refuse(Rejection::BodyTooLarge { limit })
                 } else {
-                    Decision::Whole(Whole::Listen)
+                    Decision::Whole(Whole)
                 }
             }
-            Shape::Decided(Outcome::DuplicateMethod) => refuse(Rejection::InvalidRequest(
-                "the request has more than one `method`",
-            )),
             // The method must be named within the limit: past it, a listen could hide.
             Shape::TooLarge => refuse(Rejection::BodyTooLarge {
                 limit: self.limits().for_first(classified.first),
             }),
-            // Not JSON to this layer: a lenient parser behind it could still find a listen.
-            Shape::Decided(Outcome::Invalid) => refuse(Rejection::Parse),
             Shape::Unreadable if named == listen || classified.first == listen => {
                 refuse(Rejection::BodyUnreadable)
             }
             _ if named == listen => refuse(Rejection::HeaderMismatch),
-            Shape::Decided(Outcome::Batch) => Decision::Whole(Whole::Batch),
+            // Another method, or a batch (looked into whole by the plumbing).
             Shape::Decided(_) | Shape::Unreadable => Decision::Pass,
         }
     }
 
-    fn whole_limit(&self, whole: &Whole) -> usize {
-        match whole {
-            Whole::Listen => self.limits().listen,
-            Whole::Batch => self.limits().method,
-        }
+    fn whole_limit(&self, _: &Whole) -> usize {
+        self.limits().listen
     }
 
-    fn whole<T, F>(&self, whole: Whole, parts: Parts, body: Bytes, take: F) -> Prepared<T>
+    fn whole<T, F>(&self, _: Whole, parts: Parts, body: Bytes, take: F) -> Later<T>
     where
         F: FnOnce(Self::Take) -> T + Send + 'static,
     {
-        match whole {
-            Whole::Listen => {
-                let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
-                Prepared::Later(Box::pin(async move {
-                    let (parts, body, filter) = honoured.await?;
-                    Ok((parts, body, take(filter)))
-                }))
-            }
-            Whole::Batch => match batch_has_listen(&body) {
-                Some(false) => Prepared::Pass(parts),
-                Some(true) => Prepared::Refuse((
-                    Rejection::InvalidRequest("a batch must not contain a listen request"),
-                    None,
-                )),
-                None => Prepared::Refuse((Rejection::Parse, None)),
-            },
-        }
+        let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
+        Box::pin(async move {
+            let (parts, body, filter) = honoured.await?;
+            Ok((parts, body, take(filter)))
+        })
     }
 
     fn respond(filter: Option<HonouredFilter>, parts: &response::Parts) -> Respond<Self> {

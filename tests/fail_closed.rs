@@ -1,0 +1,520 @@
+//! The edge fails closed in front of a lenient inner service: one that reads
+//! every body as JSON whatever its `Content-Type`, keeps the last of
+//! duplicate keys (`serde_json::Value`), decodes the Base64 form of
+//! `Mcp-Method`, and answers `initialize`, `server/discover` and a listen
+//! with everything it has. Each case runs through each layer alone, the two
+//! stacked and `EdgeLayer`, and checks what reaches either side.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody};
+use mcp_edge::{CapabilitiesLayer, EdgeLayer, ListenFilterLayer, Rejection, ServerProfile};
+use serde_json::{json, Value};
+use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
+
+mod common;
+
+/// The inner service's own capabilities: more than the profile says.
+fn inner_capabilities() -> Value {
+    json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true}})
+}
+
+fn profile() -> ServerProfile {
+    ServerProfile::builder()
+        .base_capabilities(json!({"tools": {}}))
+        .resource_access(common::public_only)
+        .build()
+        .unwrap()
+}
+
+/// What the lenient inner service did.
+#[derive(Default)]
+struct Lenient {
+    calls: AtomicUsize,
+    /// Answers that carried the inner's own capabilities.
+    capabilities: AtomicUsize,
+    /// Listens it acknowledged as it read them (no honoured filter).
+    unhonoured_listens: AtomicUsize,
+}
+
+impl Lenient {
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Reads any body as JSON, last duplicate winning, and answers it.
+    async fn answer<B>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> Result<Response<Full<Bytes>>, BoxError>
+    where
+        B: http_body::Body,
+        B::Error: Into<BoxError>,
+    {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let honoured = request
+            .extensions()
+            .get::<mcp_edge::HonouredFilter>()
+            .is_some();
+        let body = request
+            .into_body()
+            .collect()
+            .await
+            .map_err(Into::into)?
+            .to_bytes();
+        let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let id = message.get("id").cloned().unwrap_or(json!(1));
+        let answer = match message["method"].as_str() {
+            Some("initialize") | Some("server/discover") => {
+                self.capabilities.fetch_add(1, Ordering::SeqCst);
+                json!({"jsonrpc": "2.0", "id": id, "result": {"capabilities": inner_capabilities()}})
+            }
+            Some("subscriptions/listen") => {
+                if !honoured {
+                    self.unhonoured_listens.fetch_add(1, Ordering::SeqCst);
+                }
+                json!({"jsonrpc": "2.0", "id": id, "result": {}})
+            }
+            _ => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        };
+        Ok(Response::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Full::from(answer.to_string()))
+            .unwrap())
+    }
+}
+
+/// The lenient inner as a service, for any request body.
+#[derive(Clone)]
+struct Inner(Arc<Lenient>);
+
+impl<B> Service<Request<B>> for Inner
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = BoxError;
+    type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        Box::pin(self.0.clone().answer(request))
+    }
+}
+
+/// The stacks every case runs through.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stack {
+    Capabilities,
+    Listen,
+    Stacked,
+    Edge,
+}
+
+const STACKS: [Stack; 4] = [
+    Stack::Capabilities,
+    Stack::Listen,
+    Stack::Stacked,
+    Stack::Edge,
+];
+
+impl Stack {
+    fn keeps_capabilities(self) -> bool {
+        self != Stack::Listen
+    }
+
+    fn keeps_listens(self) -> bool {
+        self != Stack::Capabilities
+    }
+
+    /// Whether the stack intercepts a listen (`listen`) or a capabilities
+    /// request.
+    fn keeps(self, listen: bool) -> bool {
+        match listen {
+            true => self.keeps_listens(),
+            false => self.keeps_capabilities(),
+        }
+    }
+}
+
+/// `request` through `stack` in front of a fresh lenient inner.
+async fn send<B>(stack: Stack, request: Request<B>) -> (Response<Bytes>, Arc<Lenient>)
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send + 'static,
+{
+    let lenient = Arc::new(Lenient::default());
+    let inner = Inner(lenient.clone());
+    let p = profile();
+    let response = match stack {
+        Stack::Capabilities => collect(CapabilitiesLayer::new(p).layer_to(inner), request).await,
+        Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request).await,
+        Stack::Stacked => {
+            let service = ServiceBuilder::new()
+                .layer(CapabilitiesLayer::new(p.clone()))
+                .layer(ListenFilterLayer::new(p))
+                .service(inner);
+            collect(service, request).await
+        }
+        Stack::Edge => collect(EdgeLayer::new(p).layer_to(inner), request).await,
+    };
+    (response, lenient)
+}
+
+/// `tower::Layer::layer`, named so as not to clash with `ServiceBuilder`.
+trait LayerTo<S>: tower::Layer<S> + Sized {
+    fn layer_to(self, inner: S) -> Self::Service {
+        tower::Layer::layer(&self, inner)
+    }
+}
+
+impl<L: tower::Layer<S>, S> LayerTo<S> for L {}
+
+async fn collect<S, B, R>(service: S, request: Request<B>) -> Response<Bytes>
+where
+    S: Service<Request<B>, Response = Response<R>>,
+    S::Error: std::fmt::Debug,
+    R: http_body::Body,
+    R::Error: std::fmt::Debug,
+{
+    let response = service.oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    Response::from_parts(parts, bytes)
+}
+
+fn json_of(response: &Response<Bytes>) -> Value {
+    serde_json::from_slice(response.body()).unwrap_or(Value::Null)
+}
+
+/// Request headers, name and value.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
+/// A POST of `body` with `headers`, in one chunk.
+fn post(headers: &[(&str, &str)], body: &str) -> Request<Full<Bytes>> {
+    let mut request = Request::post("/mcp");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(Full::from(body.to_owned())).unwrap()
+}
+
+/// A POST of `body` cut at `at`, in two chunks.
+fn post_split(
+    headers: &[(&str, &str)],
+    body: &str,
+    at: usize,
+) -> Request<StreamBody<impl futures_util::Stream<Item = Result<http_body::Frame<Bytes>, BoxError>>>>
+{
+    let (a, b) = body.as_bytes().split_at(at);
+    let frames = [a, b]
+        .into_iter()
+        .filter(|chunk| !chunk.is_empty())
+        .map(|chunk| Ok(http_body::Frame::data(Bytes::copy_from_slice(chunk))))
+        .collect::<Vec<_>>();
+    let mut request = Request::post("/mcp");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(StreamBody::new(stream::iter(frames))).unwrap()
+}
+
+const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{}}"#;
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+const LISTEN: &str = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["demo://public/a","demo://private/b"]}}}"#;
+
+/// The lenient inner's answer reached the client with its own capabilities.
+fn leaked(response: &Response<Bytes>) -> bool {
+    json_of(response)["result"]["capabilities"] == inner_capabilities()
+}
+
+/// The answer is the layer's JSON-RPC error `code` for id 7, with `status`.
+fn assert_refused(response: &Response<Bytes>, status: StatusCode, code: i64, what: &str) {
+    assert_eq!(response.status(), status, "{what}");
+    let message = json_of(response);
+    assert_eq!(message["error"]["code"], code, "{what}: {message}");
+    assert!(response.extensions().get::<Rejection>().is_some(), "{what}");
+}
+
+// ---------------------------------------------------------------------------
+// 1. Every POST is classified by its body, whatever its content type.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_content_type_decides_nothing() {
+    let types: [&[(&str, &str)]; 4] = [
+        &[("content-type", "text/plain")],
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &[("content-type", "application/octet-stream")],
+        &[],
+    ];
+    for stack in STACKS {
+        for headers in types {
+            let what = format!("{stack:?} {headers:?}");
+            for body in [DISCOVER, INITIALIZE] {
+                let (response, lenient) = send(stack, post(headers, body)).await;
+                assert_eq!(lenient.calls(), 1, "{what}");
+                assert_eq!(
+                    leaked(&response),
+                    !stack.keeps_capabilities(),
+                    "{what}: {body}"
+                );
+            }
+            let (response, lenient) = send(stack, post(headers, LISTEN)).await;
+            assert_eq!(
+                lenient.unhonoured_listens.load(Ordering::SeqCst),
+                usize::from(!stack.keeps_listens()),
+                "{what}: {}",
+                String::from_utf8_lossy(response.body())
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_up_to_its_method_is_refused() {
+    for stack in STACKS {
+        for body in [
+            "method=subscriptions/listen",
+            "",
+            "{\"method\"",
+            "\"initialize\"",
+            "{\"id\":1,]",
+        ] {
+            let (response, lenient) =
+                send(stack, post(&[("content-type", "text/plain")], body)).await;
+            assert_refused(
+                &response,
+                StatusCode::BAD_REQUEST,
+                -32700,
+                &format!("{stack:?} {body:?}"),
+            );
+            assert_eq!(lenient.calls(), 0);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. `Mcp-Method` is decoded before it is compared.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_base64_method_header_that_matches_the_body_is_accepted() {
+    let cases = [
+        (DISCOVER, "=?base64?c2VydmVyL2Rpc2NvdmVy?="),
+        (INITIALIZE, "=?base64?aW5pdGlhbGl6ZQ==?="),
+        (LISTEN, "=?base64?c3Vic2NyaXB0aW9ucy9saXN0ZW4=?="),
+    ];
+    for stack in STACKS {
+        for (body, encoded) in cases {
+            let headers = [("content-type", "text/plain"), ("mcp-method", encoded)];
+            let (response, lenient) = send(stack, post(&headers, body)).await;
+            assert_eq!(lenient.calls(), 1, "{stack:?} {encoded}");
+            assert_eq!(response.status(), StatusCode::OK, "{stack:?} {encoded}");
+            assert!(
+                !stack.keeps_capabilities() || !leaked(&response),
+                "{stack:?} {encoded}"
+            );
+            assert_eq!(
+                lenient.unhonoured_listens.load(Ordering::SeqCst),
+                usize::from(body == LISTEN && !stack.keeps_listens()),
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_undecodable_or_repeated_method_header_is_refused_with_the_id() {
+    // The body, the headers, and whether the capabilities layer and the
+    // listen filter each refuse it: a value that does not decode could name
+    // anything; a repeated one, what its values name.
+    let cases: [(&str, Headers, bool, bool); 5] = [
+        (
+            DISCOVER,
+            &[("mcp-method", "=?base64?c2VydmVyL2Rpc2NvdmVy")],
+            true,
+            true,
+        ),
+        (LISTEN, &[("mcp-method", "=?base64?***?=")], true, true),
+        (
+            LISTEN,
+            &[
+                ("mcp-method", "subscriptions/listen"),
+                ("mcp-method", "subscriptions/listen"),
+            ],
+            false,
+            true,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+            &[
+                ("mcp-method", "tools/call"),
+                ("mcp-method", "server/discover"),
+            ],
+            true,
+            false,
+        ),
+        (
+            INITIALIZE,
+            &[
+                ("mcp-method", "initialize"),
+                ("mcp-method", "=?base64?aW5pdGlhbGl6ZQ==?="),
+            ],
+            true,
+            false,
+        ),
+    ];
+    for (body, headers, capabilities, listen) in cases {
+        for stack in STACKS {
+            let what = format!("{stack:?} {headers:?}");
+            let (response, lenient) = send(stack, post(headers, body)).await;
+            let refused =
+                capabilities && stack.keeps_capabilities() || listen && stack.keeps_listens();
+            if refused {
+                assert_refused(&response, StatusCode::BAD_REQUEST, -32020, &what);
+                assert_eq!(json_of(&response)["id"], 7, "{what}");
+                assert_eq!(lenient.calls(), 0, "{what}");
+            } else {
+                assert_eq!(lenient.calls(), 1, "{what}: not this layer's method");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3. A second top-level `method`, with either layer alone.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_second_method_never_reaches_a_last_wins_parser() {
+    let hidden = [
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"server/discover"}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"initialize","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}"#,
+    ];
+    for stack in STACKS {
+        for body in hidden {
+            // In one chunk the layer reads both methods before the call.
+            let (response, lenient) = send(stack, post(&[], body)).await;
+            assert_refused(
+                &response,
+                StatusCode::BAD_REQUEST,
+                -32600,
+                &format!("{stack:?} {body}"),
+            );
+            assert_eq!(lenient.calls(), 0);
+            // Cut anywhere, either refused or cut short before the second method.
+            for at in 0..=body.len() {
+                let (response, lenient) = send(stack, post_split(&[], body, at)).await;
+                let what = format!("{stack:?} split at {at}: {body}");
+                assert!(!leaked(&response), "{what}");
+                assert_eq!(
+                    lenient.unhonoured_listens.load(Ordering::SeqCst),
+                    0,
+                    "{what}"
+                );
+                assert_eq!(lenient.capabilities.load(Ordering::SeqCst), 0, "{what}");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 4. Batches and notifications of intercepted methods.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_batch_holding_an_intercepted_method_is_refused() {
+    let batches = [
+        (format!("[{DISCOVER}]"), false),
+        (
+            format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/list"}},{INITIALIZE}]"#),
+            false,
+        ),
+        (format!("[{LISTEN}]"), true),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"server/discover"}]"#
+                .to_owned(),
+            false,
+        ),
+    ];
+    for stack in STACKS {
+        for (batch, listen) in &batches {
+            let what = format!("{stack:?} {batch}");
+            let (response, lenient) =
+                send(stack, post(&[("content-type", "text/plain")], batch)).await;
+            let kept = stack.keeps(*listen);
+            if kept {
+                assert_refused(&response, StatusCode::BAD_REQUEST, -32600, &what);
+                assert_eq!(lenient.calls(), 0, "{what}");
+            } else {
+                assert_eq!(lenient.calls(), 1, "{what}: not this layer's method");
+            }
+        }
+        let plain = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#;
+        let (_, lenient) = send(stack, post(&[], plain)).await;
+        assert_eq!(
+            lenient.calls(),
+            1,
+            "{stack:?}: a batch of other methods passes"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_intercepted_method_without_an_id_is_refused() {
+    let notifications = [
+        (r#"{"jsonrpc":"2.0","method":"server/discover"}"#, false),
+        (
+            r#"{"jsonrpc":"2.0","method":"initialize","params":{}}"#,
+            false,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}"#,
+            true,
+        ),
+    ];
+    for stack in STACKS {
+        for (body, listen) in notifications {
+            let what = format!("{stack:?} {body}");
+            let (response, lenient) = send(stack, post(&[], body)).await;
+            let kept = stack.keeps(listen);
+            if kept {
+                assert_refused(&response, StatusCode::BAD_REQUEST, -32600, &what);
+                assert_eq!(lenient.calls(), 0, "{what}");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 5. An empty `Content-Encoding` is identity.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_empty_content_encoding_is_identity() {
+    for stack in STACKS {
+        let headers = [("content-encoding", "")];
+        let (response, lenient) = send(stack, post(&headers, DISCOVER)).await;
+        assert_eq!(lenient.calls(), 1, "{stack:?}");
+        assert_eq!(leaked(&response), !stack.keeps_capabilities(), "{stack:?}");
+        let (_, lenient) = send(stack, post(&headers, LISTEN)).await;
+        assert_eq!(
+            lenient.unhonoured_listens.load(Ordering::SeqCst),
+            usize::from(!stack.keeps_listens()),
+            "{stack:?}"
+        );
+    }
+}
