@@ -17,6 +17,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 /// Invalid method parameters.
 pub const INVALID_PARAMS: i64 = -32602;
+/// The server failed to produce a valid answer.
+pub const INTERNAL_ERROR: i64 = -32603;
 /// An `Mcp-*` header disagrees with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The request needs a client capability it did not declare.

@@ -147,14 +147,16 @@ async fn inner_errors_are_returned_as_they_are() {
 }
 
 // ---------------------------------------------------------------------------
-// 10, 11. Error statuses and non-JSON bodies on a discover pass unchanged.
+// 10, 11. Error answers to a discover pass unchanged; anything else that is
+// not its result, whatever its type, is replaced.
 // ---------------------------------------------------------------------------
 
-async fn assert_discover_answer_unchanged(
+/// The inner's answer to a discover through the layers.
+async fn discover_answered(
     status: StatusCode,
     content_type: Option<&str>,
     body: &'static str,
-) {
+) -> Out {
     let content_type = content_type.map(str::to_owned);
     let service = stack(move |_: InnerRequest| {
         let mut response = Response::builder()
@@ -166,7 +168,34 @@ async fn assert_discover_answer_unchanged(
         let response = response.body(Body::from(body)).unwrap();
         async move { Ok::<_, Infallible>(response) }
     });
-    let response = service.oneshot(discover()).await.unwrap();
+    service.oneshot(discover()).await.unwrap()
+}
+
+/// The layer's -32603 for the discover, in place of the inner's answer.
+async fn assert_discover_answer_replaced(
+    status: StatusCode,
+    content_type: Option<&str>,
+    body: &'static str,
+) {
+    let response = discover_answered(status, content_type, body).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{body}"
+    );
+    let (data, error) = drain(response.into_body()).await;
+    assert_eq!(error, None);
+    let message: serde_json::Value = serde_json::from_slice(&data).unwrap();
+    assert_eq!(message["error"]["code"], -32603, "{body}");
+    assert_eq!(message["id"], 1, "{body}");
+}
+
+async fn assert_discover_answer_unchanged(
+    status: StatusCode,
+    content_type: Option<&str>,
+    body: &'static str,
+) {
+    let response = discover_answered(status, content_type, body).await;
     assert_eq!(response.status(), status, "{body}");
     assert_eq!(
         response.headers()[header::CONTENT_LENGTH],
@@ -178,10 +207,9 @@ async fn assert_discover_answer_unchanged(
 }
 
 #[tokio::test]
-async fn discover_answered_with_500_passes_unchanged() {
+async fn discover_answered_with_500() {
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}"#,
-        r#"{"detail":"upstream exploded"}"#,
         "",
     ] {
         assert_discover_answer_unchanged(
@@ -191,16 +219,33 @@ async fn discover_answered_with_500_passes_unchanged() {
         )
         .await;
     }
+    let detail = r#"{"detail":"upstream exploded"}"#;
+    assert_discover_answer_replaced(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("application/json"),
+        detail,
+    )
+    .await;
 }
 
 #[tokio::test]
-async fn discover_answered_with_non_json_passes_unchanged() {
-    // Even a body that looks like a discover result is not JSON by its content type.
+async fn discover_answered_with_another_type() {
+    // A lenient client reads a body of any type as JSON: a result is
+    // rewritten, and what is not one is replaced.
     let lookalike =
         r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{},"sampling":{}}}}"#;
     for content_type in [Some("text/plain"), Some("text/html; charset=utf-8"), None] {
-        assert_discover_answer_unchanged(StatusCode::OK, content_type, lookalike).await;
-        assert_discover_answer_unchanged(StatusCode::OK, content_type, "plain words, not JSON")
+        let response = discover_answered(StatusCode::OK, content_type, lookalike).await;
+        let (data, _) = drain(response.into_body()).await;
+        let message: serde_json::Value = serde_json::from_slice(&data).unwrap();
+        let capabilities = &message["result"]["capabilities"];
+        // The profile's managed keys in place of the inner's `tools: {}`.
+        assert_eq!(
+            capabilities["tools"],
+            serde_json::json!({"listChanged": true}),
+            "{content_type:?}: {message}"
+        );
+        assert_discover_answer_replaced(StatusCode::OK, content_type, "plain words, not JSON")
             .await;
     }
 }

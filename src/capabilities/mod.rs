@@ -12,11 +12,24 @@
 //! responses are both handled; in an SSE response only the event carrying
 //! the result is rewritten.
 //!
-//! Error responses, responses for another id, responses that are neither
-//! JSON nor SSE, responses with a `Content-Encoding` (place the layer inside
-//! compression) and JSON responses longer than
-//! [`max_rewritten_response`](crate::Limits::max_rewritten_response) pass
-//! through unchanged. Every other request
+//! Every answer to an intercepted request is inspected, whatever its
+//! `Content-Type` (JSON, any `+json`, event stream, another type, none): it
+//! reaches the inner service without its `Accept-Encoding`, so it comes back
+//! uncompressed. A JSON-RPC error answer and an empty body pass as they came.
+//! Anything the layer cannot turn into an answer carrying exactly the
+//! profile's managed capabilities is replaced by a JSON-RPC error (-32603,
+//! status 500, for the request id): a body that is not one JSON object, an
+//! answer for another id, a message with a member twice (two `result`, two
+//! `id`), a result and an error at once, a `result` or `capabilities` that is
+//! not an object, an answer longer than `max_rewritten_response`, a compressed
+//! answer (logged as a warning: compression belongs outside the layer). On an
+//! SSE answer each event is judged: notifications, requests and answers for
+//! other ids pass, the answer is rewritten or replaced, an event whose `data`
+//! holds more than one JSON value is replaced, a second answer is dropped, and
+//! an unterminated last block is replaced when no answer was sent (dropped
+//! otherwise).
+//!
+//! Every other request
 //! reaches the inner service untouched: its body is read only until its
 //! top-level `method` is known and then replayed, never buffered whole.
 //!

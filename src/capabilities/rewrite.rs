@@ -9,9 +9,12 @@ use bytes::Bytes;
 
 use crate::advertise::{Advertised, Era, MANAGED, TASKS_EXTENSION};
 use crate::codec::json;
-use crate::codec::sse::Event;
+use serde_json::value::RawValue;
+
+use crate::codec::sse::{self, Event};
 use crate::http::event_stream::EventRule;
-use crate::http::intercept::JsonRule;
+use crate::http::intercept::{JsonRule, Rewritten};
+use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
 use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
@@ -43,12 +46,8 @@ impl Target {
     }
 }
 
-impl JsonRule for Target {
-    fn limit(&self) -> usize {
-        self.profile.limits().max_rewritten_response
-    }
-
-    /// The rewritten JSON-RPC response, or why `text` is left alone.
+impl Target {
+    /// The rewritten message, or why `text` is not rewritten.
     fn rewrite(&self, text: &str) -> Result<String, Skip> {
         let caps = self
             .narrowed
@@ -58,37 +57,119 @@ impl JsonRule for Target {
         let private = self.narrowed.is_some() && self.era == Era::Modern;
         rewrite_response(text, &self.id, caps, private)
     }
+
+    /// The error that takes the place of an answer the layer cannot vouch
+    /// for: the inner service's capabilities never pass.
+    pub(crate) fn replacement(&self, reason: &'static str) -> JsonRpcError {
+        tracing::warn!(
+            reason,
+            "capabilities: the inner service's answer was replaced by an error"
+        );
+        JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
+    }
+
+    /// The request's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
 }
 
-/// Rewrites the one event of an SSE response that carries the result.
+impl JsonRule for Target {
+    fn limit(&self) -> usize {
+        self.profile.limits().max_rewritten_response
+    }
+
+    /// The rewritten response; an error answer, and an empty body, pass as
+    /// they came; anything else is replaced.
+    fn rewrite(&self, text: Option<&str>) -> Rewritten {
+        let Some(text) = text else {
+            return Rewritten::Replaced(self.replacement("the answer is too long or not UTF-8"));
+        };
+        if text.trim_ascii().is_empty() {
+            return Rewritten::Kept;
+        }
+        match Target::rewrite(self, text) {
+            Ok(text) => Rewritten::Body(text),
+            Err(Skip::Error) => Rewritten::Kept,
+            Err(Skip::Other) => {
+                Rewritten::Replaced(self.replacement("the answer is for another request"))
+            }
+            Err(Skip::Broken(reason)) => Rewritten::Replaced(self.replacement(reason)),
+        }
+    }
+}
+
+/// Rewrites the event of an SSE response that carries the answer, and
+/// replaces what could be read as the answer but cannot be rewritten.
+/// Every event is judged: a second answer is dropped.
 pub(crate) struct ResultRewrite {
     target: Target,
-    done: bool,
+    answered: bool,
 }
 
 impl ResultRewrite {
     pub(crate) fn new(target: Target) -> Self {
         Self {
             target,
-            done: false,
+            answered: false,
         }
+    }
+
+    /// Sends `event` as the answer, unless one was sent.
+    fn answer(&mut self, event: Bytes, out: &mut VecDeque<Bytes>) {
+        if self.answered {
+            tracing::debug!("capabilities: dropped a second answer");
+            return;
+        }
+        self.answered = true;
+        out.push_back(event);
+    }
+
+    /// The error event for `reason`.
+    fn replaced(&self, reason: &'static str) -> Bytes {
+        let error = self.target.replacement(reason);
+        let id: Box<RawValue> =
+            RawValue::from_string(self.target.id().to_owned()).expect("the id was read as JSON");
+        let data = error.to_body(Some(&id));
+        let data = std::str::from_utf8(&data).expect("serde_json writes UTF-8");
+        sse::EventFields {
+            data,
+            ..Default::default()
+        }
+        .to_bytes()
     }
 }
 
 impl EventRule for ResultRewrite {
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
-        let rewritten = event.data().map(|data| self.target.rewrite(&data));
-        match rewritten {
-            Some(Ok(data)) => {
-                self.done = true;
-                out.push_back(event.with_data(&data));
+        let data = match event.data() {
+            Some(data) if !data.trim_ascii().is_empty() => data,
+            // Comments, keep-alives and priming events carry no message.
+            _ => {
+                out.push_back(event.raw);
+                return;
             }
-            _ => out.push_back(event.raw),
+        };
+        match self.target.rewrite(&data) {
+            Ok(rewritten) => {
+                let rewritten = event.with_data(&rewritten);
+                self.answer(rewritten, out);
+            }
+            Err(Skip::Other) => out.push_back(event.raw),
+            Err(Skip::Error) => self.answer(event.raw, out),
+            Err(Skip::Broken(reason)) => {
+                let replaced = self.replaced(reason);
+                self.answer(replaced, out);
+            }
         }
     }
 
-    fn passes_rest(&self) -> bool {
-        self.done
+    fn on_unterminated(&mut self, _: Bytes, out: &mut VecDeque<Bytes>) {
+        // The SSE rules discard it; a client that does not could read it as the answer.
+        if !self.answered {
+            let replaced = self.replaced("the stream ended inside an event");
+            self.answer(replaced, out);
+        }
     }
 }
 
@@ -173,8 +254,18 @@ fn merge(theirs: &str, ours: &Advertised) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Why a response was passed through without a rewrite.
-type Skip = &'static str;
+/// Why a message was not rewritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Skip {
+    /// Not the answer to the request: a notification, a request, or the
+    /// answer to another id.
+    Other,
+    /// The answer, as a JSON-RPC error: it carries no capabilities.
+    Error,
+    /// The answer, or what may be read as it, in a shape the rewrite cannot
+    /// keep its promise on: replaced by an error.
+    Broken(&'static str),
+}
 
 /// What the rewrite puts in place of a value of `result`.
 #[derive(Clone, Copy)]
@@ -198,13 +289,16 @@ fn rewrite_response(
     // One checking pass over the response reads the three members it needs
     // and, in `result`, where the values to replace are.
     let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
+    let mut method = Ok(None);
     let mut places = Vec::new();
     let (mut theirs, mut foreign, mut members, mut readable) = (None, false, 0, false);
+    let mut shapeless = false;
     json::Walk::document(text, |walk, key| {
         let slot = match &*key {
             "id" => &mut their_id,
             "error" => &mut error,
             "result" => &mut result,
+            "method" => &mut method,
             _ => return walk.skip(),
         };
         let value = if key == "result" && walk.at_object() {
@@ -212,6 +306,7 @@ fn rewrite_response(
                 members += 1;
                 let (value, put) = match key.as_ref() {
                     "capabilities" => {
+                        shapeless |= !walk.at_object();
                         let value = read_capabilities(walk, &mut foreign)?;
                         theirs = Some(value);
                         (value, Put::Capabilities)
@@ -230,23 +325,32 @@ fn rewrite_response(
         json::record(slot, value);
         Some(())
     })
-    .ok_or("the body is not a JSON object")?;
-    let their_id = their_id
-        .ok()
-        .flatten()
-        .ok_or("the response has no single id")?;
+    .ok_or(Skip::Broken("the message is not one JSON object"))?;
+    let (Ok(their_id), Ok(error), Ok(result), Ok(method)) = (their_id, error, result, method)
+    else {
+        return Err(Skip::Broken("the message has a member twice"));
+    };
+    if result.is_none() && error.is_none() {
+        if method.is_some() {
+            // A request or a notification of the inner service's.
+            return Err(Skip::Other);
+        }
+        return Err(Skip::Broken("the message is neither a result nor an error"));
+    }
+    let their_id = their_id.ok_or(Skip::Broken("the response has no id"))?;
     if !json::same_id(their_id, id) {
-        return Err("the response is for another request id");
+        return Err(Skip::Other);
     }
-    if error.map_or(true, |e| e.is_some()) {
-        return Err("the response is an error");
-    }
-    let result = result
-        .ok()
-        .flatten()
-        .ok_or("the response has no single result")?;
+    let result = match (result, error) {
+        (None, Some(_)) => return Err(Skip::Error),
+        (Some(result), None) => result,
+        _ => return Err(Skip::Broken("the response has both a result and an error")),
+    };
     if !readable {
-        return Err("the result is not an object");
+        return Err(Skip::Broken("the result is not an object"));
+    }
+    if shapeless {
+        return Err(Skip::Broken("the capabilities are not an object"));
     }
 
     let merged = theirs
@@ -453,15 +557,37 @@ mod tests {
     fn rewrite_skips_what_it_must_not_touch() {
         assert_eq!(
             rewrite(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, false),
-            Err("the response is for another request id")
+            Err(Skip::Other)
+        );
+        assert_eq!(
+            rewrite(
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+                false
+            ),
+            Err(Skip::Other)
         );
         assert_eq!(
             rewrite(r#"{"jsonrpc":"2.0","id":1,"error":{"code":1}}"#, false),
-            Err("the response is an error")
+            Err(Skip::Error)
         );
-        assert!(rewrite("not json", false).is_err());
-        assert!(rewrite(r#"{"id":1,"result":[]}"#, false).is_err());
-        assert!(rewrite(r#"{"id":1,"id":1,"result":{}}"#, false).is_err());
+        for broken in [
+            "not json",
+            r#"{"id":1,"result":{}} {"id":1,"result":{}}"#,
+            r#"{"id":1,"result":[]}"#,
+            r#"{"id":1,"id":1,"result":{}}"#,
+            r#"{"id":1,"result":{},"result":{}}"#,
+            r#"{"id":1,"result":{},"error":{"code":1}}"#,
+            r#"{"id":1,"method":"x","result":{},"method":"y"}"#,
+            r#"{"id":1,"result":{"capabilities":[]}}"#,
+            r#"{"id":1,"result":{"capabilities":{},"capabilities":"x"}}"#,
+            r#"{"result":{}}"#,
+            r#"{"id":1}"#,
+        ] {
+            assert!(
+                matches!(rewrite(broken, false), Err(Skip::Broken(_))),
+                "{broken}"
+            );
+        }
     }
 
     /// The capabilities rewrite as a `Value` model: theirs parsed into a map
@@ -550,6 +676,7 @@ mod tests {
             // The same inside a response, which is read in one pass: an
             // earlier `capabilities` and any `cacheScope` are replaced too.
             let error = if error { r#","error":{"code":1}"# } else { "" };
+            let shapeless = earlier.is_some_and(|v| !VALUES[v].trim_start().starts_with('{'));
             let earlier = earlier.map_or(String::new(), |v| format!(r#""capabilities":{},"#, VALUES[v]));
             let scope = r#","cacheScope":"shared" "#.repeat(scopes);
             let body = format!(
@@ -557,9 +684,11 @@ mod tests {
             );
             let rewritten = rewrite_response(&body, "1", &ours, private);
             let expected = if id != "1" && id != "1.0" {
-                Err("the response is for another request id")
+                Err(Skip::Other)
             } else if !error.is_empty() {
-                Err("the response is an error")
+                Err(Skip::Broken("the response has both a result and an error"))
+            } else if shapeless {
+                Err(Skip::Broken("the capabilities are not an object"))
             } else {
                 let mut result = json!({"capabilities": model, "n": 1});
                 if scopes > 0 || private {

@@ -8,9 +8,7 @@ use http_body::Body;
 use super::rewrite::{ResultRewrite, Target};
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::Method;
-use crate::http::classify::{
-    is_encoded, is_event_stream, is_json, Classified, Head, Interest, Shape,
-};
+use crate::http::classify::{is_encoded, is_event_stream, Classified, Head, Interest, Shape};
 use crate::http::intercept::{Decision, Gate, Later, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
@@ -141,15 +139,18 @@ impl Rules for CapabilitiesLayer {
     fn respond(target: Target, parts: &response::Parts) -> Respond<Self> {
         let headers = &parts.headers;
         if is_encoded(headers) {
-            tracing::debug!("capabilities: response has a content encoding; passed through");
-            Respond::Pass
+            // Its Accept-Encoding was taken away: the inner compressed anyway.
+            tracing::warn!(
+                "capabilities: the answer is compressed; compression belongs outside the layer"
+            );
+            let id = target.id().into();
+            Respond::Replace(target.replacement("the answer is compressed"), id)
         } else if is_event_stream(headers) {
             Respond::Events(ResultRewrite::new(target))
-        } else if is_json(headers) {
-            Respond::Json(target)
         } else {
-            tracing::debug!("capabilities: response is neither JSON nor SSE; passed through");
-            Respond::Pass
+            // JSON, any other type or none: a lenient client reads any body.
+            let id = target.id().into();
+            Respond::Json(target, id)
         }
     }
 }

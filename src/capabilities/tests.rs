@@ -468,10 +468,15 @@ async fn string_ids_and_trailing_newline() {
 // ---------------------------------------------------------------------------
 
 const SSE_BEFORE: &str = ": keep-alive\n\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"héllo ✓\"}}\r\n\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"capabilities\":{}}}\n\n";
-const SSE_AFTER: &str = ": ping\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"after\"}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capabilities\":{}}}\n\n";
+const SSE_AFTER: &str = ": ping\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"after\"}}\n\n";
+/// A second answer after the first: dropped.
+const SSE_SECOND: &str =
+    "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"capabilities\":{}}}\n\n";
 
 fn sse_input() -> String {
-    format!("{SSE_BEFORE}event: message\nid: ev-2\ndata: {DISCOVER_MANAGED}\n\n{SSE_AFTER}")
+    format!(
+        "{SSE_BEFORE}event: message\nid: ev-2\ndata: {DISCOVER_MANAGED}\n\n{SSE_AFTER}{SSE_SECOND}"
+    )
 }
 
 fn sse_expected(profile: &ServerProfile) -> String {
@@ -577,10 +582,10 @@ async fn trailers_survive_a_rewrite() {
 
 #[tokio::test]
 async fn trailers_survive_when_nothing_is_rewritten() {
-    let other = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":2"#, 1);
-    let json = Reply::json(&other).split(9).trailer("x-end", "1");
+    let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}"#;
+    let json = Reply::json(error).split(9).trailer("x-end", "1");
     let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), json).await;
-    assert_eq!(out.text(), other);
+    assert_eq!(out.text(), error);
     assert_eq!(
         out.trailers.as_ref().map(|t| &t["x-end"]),
         Some(&HeaderValue::from_static("1"))
@@ -609,6 +614,32 @@ async fn assert_untouched(request: Request<Counted>, reply: Reply) {
     assert!(out.rejection.is_none());
 }
 
+/// The answer to `request` (id `id`) is the layer's -32603 error in place of
+/// `reply`: the inner service's capabilities never reach the client.
+async fn assert_replaced(request: Request<Counted>, reply: Reply, id: Value) {
+    let (out, _) = run(&profile(), request, reply).await;
+    let sse = out
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "text/event-stream");
+    let message = match sse {
+        true => {
+            let text = out.text();
+            let data = text.strip_prefix("data: ").expect("one event");
+            serde_json::from_str(data.trim_end()).unwrap()
+        }
+        false => {
+            assert_eq!(out.status, StatusCode::INTERNAL_SERVER_ERROR);
+            assert_eq!(out.headers[header::CONTENT_TYPE], "application/json");
+            assert!(out.headers.get(header::CONTENT_ENCODING).is_none());
+            out.json()
+        }
+    };
+    assert_eq!(message["error"]["code"], -32603, "{message}");
+    assert_eq!(message["id"], id, "{message}");
+    assert!(message.get("result").is_none(), "{message}");
+}
+
 #[tokio::test]
 async fn error_responses_are_untouched() {
     let error = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no","data":{"capabilities":{}}}}"#;
@@ -623,13 +654,16 @@ async fn error_responses_are_untouched() {
 }
 
 #[tokio::test]
-async fn responses_for_another_id_are_untouched() {
+async fn answers_for_another_id() {
+    // As the whole answer, it is not the answer: replaced.
     let other = DISCOVER_RESULT.replacen(r#""id":1"#, r#""id":2"#, 1);
-    assert_untouched(
+    assert_replaced(
         discover_request(Counted::one(DISCOVER)),
         Reply::json(&other),
+        json!(1),
     )
     .await;
+    // On a stream, another request's answer passes beside this one's.
     let sse = format!("data: {other}\n\n");
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::sse(&sse)).await;
 }
@@ -652,12 +686,17 @@ async fn the_request_id_is_read_wherever_it_stands() {
         .await;
         let caps = assert_only_caps_changed(out.text(), &result, INNER_CAPS);
         assert_eq!(caps["tools"], json!({"listChanged": true}), "{request}");
-        assert_untouched(discover_request(Counted::one(request)), Reply::json(&other)).await;
+        assert_replaced(
+            discover_request(Counted::one(request)),
+            Reply::json(&other),
+            json!("a"),
+        )
+        .await;
     }
 }
 
 #[tokio::test]
-async fn encoded_responses_are_untouched() {
+async fn compressed_answers_are_replaced() {
     let gzip = Reply {
         status: StatusCode::OK,
         headers: vec![
@@ -671,38 +710,67 @@ async fn encoded_responses_are_untouched() {
         chunks: vec![Bytes::from_static(b"\x1f\x8b\x08\x00\xff\xfe")],
         trailers: None,
     };
-    assert_untouched(discover_request(Counted::one(DISCOVER)), gzip).await;
+    assert_replaced(discover_request(Counted::one(DISCOVER)), gzip, json!(1)).await;
     let sse_gzip = Reply::sse(&format!("data: {DISCOVER_RESULT}\n\n"))
         .header(header::CONTENT_ENCODING, "gzip");
-    assert_untouched(discover_request(Counted::one(DISCOVER)), sse_gzip).await;
+    assert_replaced(discover_request(Counted::one(DISCOVER)), sse_gzip, json!(1)).await;
 }
 
 #[tokio::test]
-async fn non_json_responses_are_untouched() {
-    assert_untouched(
-        discover_request(Counted::one(DISCOVER)),
-        Reply::new("text/plain", DISCOVER_RESULT),
-    )
-    .await;
+async fn answers_of_any_type_are_rewritten() {
+    // A lenient client reads any body as JSON.
     let no_type = Reply {
         status: StatusCode::OK,
         headers: vec![],
         chunks: vec![Bytes::from_static(DISCOVER_RESULT.as_bytes())],
         trailers: None,
     };
-    assert_untouched(discover_request(Counted::one(DISCOVER)), no_type).await;
+    for reply in [
+        Reply::new("text/plain", DISCOVER_RESULT),
+        Reply::new("application/octet-stream", DISCOVER_RESULT),
+        no_type,
+    ] {
+        let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), reply).await;
+        let caps = assert_only_caps_changed(out.text(), DISCOVER_RESULT, INNER_CAPS);
+        assert_eq!(caps["tools"], json!({"listChanged": true}));
+    }
 }
 
 #[tokio::test]
-async fn unparsable_and_empty_json_responses_are_untouched() {
-    assert_untouched(
+async fn unreadable_answers_are_replaced_and_empty_ones_kept() {
+    let twice = DISCOVER_RESULT.replacen(r#""result":"#, r#""result":{},"result":"#, 1);
+    let both = DISCOVER_RESULT.replacen(r#""result":"#, r#""error":{"code":1},"result":"#, 1);
+    let shapeless = r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":[{"tools":{}}]}}"#;
+    for body in [
+        "{not json",
+        r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+        &format!("{DISCOVER_RESULT}{DISCOVER_RESULT}"),
+        &twice,
+        &both,
+        shapeless,
+        "\u{feff}{}",
+    ] {
+        assert_replaced(
+            discover_request(Counted::one(DISCOVER)),
+            Reply::json(body).split(3),
+            json!(1),
+        )
+        .await;
+    }
+    // Too long to read whole.
+    let long = DISCOVER_RESULT.replacen(
+        r#""ttlMs""#,
+        &format!(r#""pad":"{}","ttlMs""#, "x".repeat(2 << 20)),
+        1,
+    );
+    assert_replaced(
         discover_request(Counted::one(DISCOVER)),
-        Reply::json("{not json").split(3),
+        Reply::json(&long),
+        json!(1),
     )
     .await;
+    // Nothing to read: nothing to replace.
     assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json("")).await;
-    let array = r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#;
-    assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::json(array)).await;
 }
 
 #[tokio::test]
@@ -1399,9 +1467,12 @@ async fn layer_fits_axum_router() {
         .body(axum::body::Body::from(DISCOVER))
         .unwrap();
     let response = app.oneshot(request).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    // "ok" is no answer to a discover: the layer replaces it.
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    assert_eq!(&body[..], b"ok", "a text/plain answer passes through");
+    let message: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(message["error"]["code"], -32603);
+    assert_eq!(message["id"], 1);
 }
 
 #[tokio::test]
@@ -1466,4 +1537,37 @@ fn response_future_is_send_for_send_parts() {
         NotClone,
         Full<Bytes>,
     >();
+}
+
+/// On an SSE answer, what could be read as the answer but cannot be
+/// rewritten becomes the layer's error, at every split of the stream: an
+/// event holding two JSON values, an unterminated last block, a result with
+/// two `result` members. A priming event with empty data passes.
+#[tokio::test]
+async fn sse_answers_the_layer_cannot_vouch_for_are_replaced() {
+    let two = format!("data: {DISCOVER_RESULT}\ndata: {DISCOVER_RESULT}\n\n");
+    let unterminated = format!("id: 0\ndata:\n\ndata: {DISCOVER_RESULT}");
+    let twice = format!(
+        "data: {}\n\n",
+        DISCOVER_RESULT.replacen(r#""result":"#, r#""result":{},"result":"#, 1)
+    );
+    for stream in [two, unterminated, twice] {
+        for size in 1..stream.len() {
+            let reply = Reply::sse(&stream).split(size);
+            let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), reply).await;
+            let text = out.text();
+            let messages: Vec<Value> = text
+                .split("\n\n")
+                .filter_map(|event| event.strip_prefix("data: "))
+                .map(|data| serde_json::from_str(data).unwrap())
+                .collect();
+            assert_eq!(messages.len(), 1, "split {size}: {text}");
+            assert_eq!(messages[0]["error"]["code"], -32603, "split {size}: {text}");
+            assert_eq!(messages[0]["id"], 1);
+            assert!(
+                !text.contains("\"prompts\""),
+                "split {size}: the inner's capabilities"
+            );
+        }
+    }
 }

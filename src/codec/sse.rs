@@ -135,7 +135,6 @@ pub(crate) struct EventFields<'a> {
 
 impl EventFields<'_> {
     /// Serializes these fields with [`write_event`] into a fresh buffer.
-    #[cfg(test)]
     pub(crate) fn to_bytes(self) -> Bytes {
         let mut out = BytesMut::new();
         write_event(&self, &mut out);

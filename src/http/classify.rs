@@ -237,14 +237,6 @@ pub(crate) fn batch_names(body: &[u8], interest: Interest) -> Result<Option<Meth
     Ok(named)
 }
 
-/// The media type of the `Content-Type` header value, parameters dropped,
-/// is `application/json` or a `+json` type.
-fn is_json_type(value: &[u8]) -> bool {
-    let media = essence(value);
-    same_media(media, b"application/json")
-        || media.len() >= 5 && same_media(&media[media.len() - 5..], b"+json")
-}
-
 /// A media type without its parameters.
 fn essence(value: &[u8]) -> &[u8] {
     let media = match memchr::memchr(b';', value) {
@@ -265,13 +257,6 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|value| same_media(essence(value.as_bytes()), b"text/event-stream"))
-}
-
-/// A response body is `application/json` or a `+json` type.
-pub(crate) fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| is_json_type(value.as_bytes()))
 }
 
 /// True when a body carries a content coding other than `identity`.
@@ -307,19 +292,7 @@ mod tests {
     const CAPABILITIES: Interest = Interest::of(&[Method::Initialize, Method::Discover]);
 
     #[test]
-    fn json_content_types() {
-        for (value, json) in [
-            (&b"application/json"[..], true),
-            (b"Application/JSON; charset=utf-8", true),
-            (b"application/vnd.api+json", true),
-            (b"application/vnd.api+JSON", true),
-            (b"text/plain", false),
-            (b"application/jsonx", false),
-            // Bytes beyond visible ASCII in a parameter do not hide the type.
-            ("application/json; x=\u{e9}".as_bytes(), true),
-        ] {
-            assert_eq!(is_json_type(value), json, "{value:?}");
-        }
+    fn event_stream_types() {
         let mut headers = HeaderMap::new();
         for (value, events) in [
             ("text/event-stream", true),
@@ -328,7 +301,6 @@ mod tests {
         ] {
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
             assert_eq!(is_event_stream(&headers), events, "{value}");
-            assert!(!is_json(&headers));
         }
     }
 

@@ -23,6 +23,10 @@ pub(crate) trait EventRule {
     fn passes_rest(&self) -> bool {
         false
     }
+
+    /// Pushes what goes out for the unterminated last block of a stream
+    /// that ended inside an event (the SSE rules discard it).
+    fn on_unterminated(&mut self, tail: Bytes, out: &mut VecDeque<Bytes>);
 }
 
 pin_project! {
@@ -116,7 +120,7 @@ where
 }
 
 /// Ends the parse: complete blocks still buffered go through the rule (or
-/// pass raw once the rule passes the rest), the incomplete tail passes as is.
+/// pass raw once the rule passes the rest), then the incomplete tail.
 fn drain<R: EventRule>(parser: &mut Parser, rule: &mut R, out: &mut VecDeque<Bytes>) {
     let tail = parser.finish();
     while let Some(event) = parser.next_event() {
@@ -126,7 +130,11 @@ fn drain<R: EventRule>(parser: &mut Parser, rule: &mut R, out: &mut VecDeque<Byt
             rule.on_event(event, out);
         }
     }
-    out.extend(tail);
+    match tail {
+        Some(tail) if rule.passes_rest() => out.push_back(tail),
+        Some(tail) => rule.on_unterminated(tail, out),
+        None => {}
+    }
 }
 
 #[cfg(test)]
@@ -158,6 +166,10 @@ mod tests {
 
         fn passes_rest(&self) -> bool {
             self.done
+        }
+
+        fn on_unterminated(&mut self, tail: Bytes, out: &mut VecDeque<Bytes>) {
+            out.push_back(tail);
         }
     }
 

@@ -31,6 +31,7 @@ use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
 use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::Event;
+use crate::jsonrpc::JsonRpcError;
 use crate::Rejection;
 
 /// One of two things, for the rules of two layers in one.
@@ -76,19 +77,38 @@ pub(crate) type Later<T> =
 pub(crate) enum Respond<R: Rules> {
     /// Passes untouched.
     Pass,
+    /// Replaced by this error for the request's id, unread.
+    Replace(JsonRpcError, Box<str>),
     /// An event stream, ruled event by event.
     Events(R::Events),
-    /// Read whole (within the rule's limit) and rewritten.
-    Json(R::Json),
+    /// Read whole (within the rule's limit) and rewritten; the request's id,
+    /// as JSON text, for an error in its place.
+    Json(R::Json, Box<str>),
 }
 
-/// The rewrite of a JSON response read whole.
+/// A request id the peek read, as JSON text, to answer with.
+fn raw_id(id: Box<str>) -> Box<RawValue> {
+    RawValue::from_string(id.into()).expect("the peek read the id as JSON")
+}
+
+/// The rewrite of a response read whole.
 pub(crate) trait JsonRule {
-    /// Most bytes read; a longer response passes as it came.
+    /// Most bytes read.
     fn limit(&self) -> usize;
 
-    /// The rewritten response, or why it passes as it came.
-    fn rewrite(&self, text: &str) -> Result<String, &'static str>;
+    /// What becomes of the response: `text` is its body, `None` when it is
+    /// longer than the limit, fails, or is not UTF-8.
+    fn rewrite(&self, text: Option<&str>) -> Rewritten;
+}
+
+/// What a [`JsonRule`] makes of a response read whole.
+pub(crate) enum Rewritten {
+    /// Passes as it came.
+    Kept,
+    /// Its body rewritten, the head kept.
+    Body(String),
+    /// Replaced by this error for the request's id.
+    Replaced(JsonRpcError),
 }
 
 /// What a layer intercepts and what it does with it.
@@ -332,11 +352,13 @@ pin_project! {
             // What the response needs; `None` passes it untouched.
             take: Option<R::Take>,
         },
-        // Reading a JSON response whole to rewrite it.
+        // Reading a response whole to rewrite it.
         Rewriting {
             read: Pin<Box<Rewind<ResBody>>>,
             parts: response::Parts,
             json: R::Json,
+            // The request's id, for an error in its place.
+            id: Box<RawValue>,
         },
         // Answered by the layer from the head alone.
         Refused {
@@ -506,15 +528,21 @@ where
                     let (mut parts, body) = response.into_parts();
                     let body = match R::respond(take, &parts) {
                         Respond::Pass => Reply::PassThrough { body },
+                        Respond::Replace(error, id) => {
+                            self.as_mut().finish();
+                            let id = raw_id(id);
+                            return Poll::Ready(Ok(error.to_response(Some(&id))));
+                        }
                         Respond::Events(rule) => {
                             parts.headers.remove(header::CONTENT_LENGTH);
                             Reply::events(body, rule)
                         }
-                        Respond::Json(json) => {
+                        Respond::Json(json, id) => {
                             self.as_mut().project_replace(Self::Rewriting {
                                 read: Box::pin(Rewind::new(body)),
                                 parts,
                                 json,
+                                id: raw_id(id),
                             });
                             continue;
                         }
@@ -528,26 +556,23 @@ where
                         mut read,
                         mut parts,
                         json,
+                        id,
                     } = self.as_mut().finish()
                     else {
                         unreachable!("the future was rewriting")
                     };
-                    let rewritten = match done {
-                        Ok(()) => std::str::from_utf8(&read.buffered())
-                            .map_err(|_| "the response body is not UTF-8")
-                            .and_then(|text| json.rewrite(text)),
-                        Err(_) => Err("the response body was not read whole"),
-                    };
-                    let body = match rewritten {
-                        Ok(data) => {
+                    let buffered = read.buffered();
+                    let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
+                    let body = match json.rewrite(text) {
+                        Rewritten::Body(data) => {
                             parts
                                 .headers
                                 .insert(header::CONTENT_LENGTH, data.len().into());
                             Reply::full(data.into(), read.as_mut().take_trailers())
                         }
-                        Err(reason) => {
-                            tracing::debug!(reason, "response passed through unrewritten");
-                            Reply::rewound(read)
+                        Rewritten::Kept => Reply::rewound(read),
+                        Rewritten::Replaced(error) => {
+                            return Poll::Ready(Ok(error.to_response(Some(&id))));
                         }
                     };
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
@@ -656,13 +681,15 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         match take {
             Either::Left(take) => match A::respond(take, parts) {
                 Respond::Pass => Respond::Pass,
+                Respond::Replace(error, id) => Respond::Replace(error, id),
                 Respond::Events(rule) => Respond::Events(Either::Left(rule)),
-                Respond::Json(json) => Respond::Json(Either::Left(json)),
+                Respond::Json(json, id) => Respond::Json(Either::Left(json), id),
             },
             Either::Right(take) => match B::respond(take, parts) {
                 Respond::Pass => Respond::Pass,
+                Respond::Replace(error, id) => Respond::Replace(error, id),
                 Respond::Events(rule) => Respond::Events(Either::Right(rule)),
-                Respond::Json(json) => Respond::Json(Either::Right(json)),
+                Respond::Json(json, id) => Respond::Json(Either::Right(json), id),
             },
         }
     }
@@ -682,6 +709,13 @@ impl<A: EventRule, B: EventRule> EventRule for Either<A, B> {
             Either::Right(rule) => rule.passes_rest(),
         }
     }
+
+    fn on_unterminated(&mut self, tail: Bytes, out: &mut VecDeque<Bytes>) {
+        match self {
+            Either::Left(rule) => rule.on_unterminated(tail, out),
+            Either::Right(rule) => rule.on_unterminated(tail, out),
+        }
+    }
 }
 
 impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
@@ -692,7 +726,7 @@ impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
         }
     }
 
-    fn rewrite(&self, text: &str) -> Result<String, &'static str> {
+    fn rewrite(&self, text: Option<&str>) -> Rewritten {
         match self {
             Either::Left(rule) => rule.rewrite(text),
             Either::Right(rule) => rule.rewrite(text),
@@ -706,7 +740,7 @@ impl JsonRule for Infallible {
         match *self {}
     }
 
-    fn rewrite(&self, _: &str) -> Result<String, &'static str> {
+    fn rewrite(&self, _: Option<&str>) -> Rewritten {
         match *self {}
     }
 }

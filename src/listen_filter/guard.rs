@@ -392,6 +392,11 @@ impl EventRule for Guard {
             Verdict::Drop(_) => {}
         }
     }
+
+    fn on_unterminated(&mut self, _: Bytes, _: &mut VecDeque<Bytes>) {
+        // The SSE rules discard it; a client that does not could act on it.
+        tracing::debug!("listen stream: dropped an unterminated last event");
+    }
 }
 
 #[cfg(test)]
