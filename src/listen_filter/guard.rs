@@ -282,12 +282,35 @@ impl<'a> Params<'a> {
 
 /// The sub-resource rule: an honoured URI covers itself and every URI below
 /// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
+/// A URI with a `.` or `..` path segment, raw or percent-encoded, is covered
+/// only by itself: `…/alice/notes/../../bob/notes` is not below
+/// `…/alice/notes`.
 fn covers_bytes(honoured: &[u8], uri: &[u8]) -> bool {
     match uri.strip_prefix(honoured) {
         Some([]) => true,
-        Some(rest) => honoured.ends_with(b"/") || rest.starts_with(b"/"),
+        Some(rest) => (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !has_dot_segment(uri),
         None => false,
     }
+}
+
+/// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw
+/// or as `%2e` / `%2E`.
+fn has_dot_segment(uri: &[u8]) -> bool {
+    uri.split(|&b| b == b'/').any(|segment| {
+        let mut dots = 0;
+        let mut rest = segment;
+        while !rest.is_empty() {
+            if rest[0] == b'.' {
+                rest = &rest[1..];
+            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
+                rest = &rest[3..];
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        (1..=2).contains(&dots)
+    })
 }
 
 #[cfg(test)]
@@ -717,5 +740,32 @@ b"}}"#,
             "demo://users/alice",
             "demo://users/alice-evil/notes"
         ));
+    }
+
+    #[test]
+    fn dot_segments_are_never_below_a_prefix() {
+        let honoured = "demo://users/alice/notes";
+        for uri in [
+            "demo://users/alice/notes/../../bob/notes",
+            "demo://users/alice/notes/%2e%2E/%2e./bob/notes",
+            "demo://users/alice/notes/./x",
+            "demo://users/alice/notes/..",
+            "demo://users/alice/notes/%2E",
+        ] {
+            assert!(!covers(honoured, uri), "{uri}");
+            let uris = Uris::new([honoured].into_iter());
+            assert!(!uris.cover(uri), "{uri}");
+            // Only an exact match covers it.
+            assert!(covers(uri, uri), "{uri}");
+            assert!(Uris::new([uri].into_iter()).cover(uri), "{uri}");
+        }
+        for uri in [
+            "demo://users/alice/notes/...",
+            "demo://users/alice/notes/.hidden",
+            "demo://users/alice/notes/a..b",
+            "demo://users/alice/notes/%2e%2e%2e",
+        ] {
+            assert!(covers(honoured, uri), "{uri}: not a dot segment");
+        }
     }
 }

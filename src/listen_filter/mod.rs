@@ -39,7 +39,8 @@
 //! 413, and a compressed one is refused with 415: place the layer inside
 //! request decompression. A `notifications/resources/updated` is honoured for an
 //! honoured URI and for every URI below it by path (`file:///logs` covers
-//! `file:///logs/today`, not `file:///logs2`).
+//! `file:///logs/today`, not `file:///logs2`); a URI with a `.` or `..`
+//! path segment, raw or as `%2e`, only by itself.
 //!
 //! To keep both promises, [`EdgeLayer`](crate::EdgeLayer) applies this layer
 //! and [`CapabilitiesLayer`](crate::CapabilitiesLayer) with one read of each
