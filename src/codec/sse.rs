@@ -45,6 +45,8 @@ pub(crate) struct Event {
     pub(crate) retry: Option<u64>,
     /// True when every line of the block is a comment or blank.
     comment_only: bool,
+    /// True when `raw` holds something its fields do not say.
+    odd: bool,
 }
 
 /// A field's value: one line's value as a span of the block, or the `data`
@@ -84,9 +86,19 @@ impl Event {
     }
 
     /// True when the block has only comments (lines starting with ':') and/or blank lines: a keep-alive.
-    #[cfg(test)]
     pub(crate) fn is_comment_only(&self) -> bool {
         self.comment_only
+    }
+
+    /// True when `raw` says exactly what the parsed fields do, so that
+    /// passing it on passes nothing unchecked: only `data`, `event`, `id`
+    /// and `retry` fields (at most one `data` line) and comments, each line
+    /// ending in LF or CRLF, no byte order mark. A block with an unknown
+    /// field, a line without a colon, a CR-only line end, a leading BOM or
+    /// several `data` lines is not plain. (Invalid UTF-8 in `data` shows as a
+    /// decoded [`Event::data`] that is owned.)
+    pub(crate) fn is_plain(&self) -> bool {
+        !self.odd
     }
 
     /// This event with its `data` replaced: same `event`, `id` and `retry`,
@@ -115,6 +127,7 @@ impl PartialEq for Event {
             && self.id() == other.id()
             && self.retry == other.retry
             && self.comment_only == other.comment_only
+            && self.odd == other.odd
     }
 }
 
@@ -260,6 +273,9 @@ struct Pending {
     retry: Option<u64>,
     /// Whether a line other than a comment was seen.
     non_comment: bool,
+    /// Whether the block holds something its fields do not say (see
+    /// [`Event::is_plain`]).
+    odd: bool,
 }
 
 impl Pending {
@@ -277,11 +293,15 @@ impl Pending {
                 let space = usize::from(after < end && block[after] == b' ');
                 (&line[..colon], after + space)
             }
-            None => (line, end),
+            None => {
+                self.odd = true;
+                (line, end)
+            }
         };
         let value = Text::Span(value_start, end);
         match name {
             b"data" => {
+                self.odd |= self.data.is_some();
                 self.data = Some(match self.data.take() {
                     None => value,
                     Some(data) => {
@@ -297,6 +317,7 @@ impl Pending {
             }
             b"event" => self.event = Some(value),
             b"id" if memchr(0, &block[value_start..end]).is_none() => self.id = Some(value),
+            b"id" => self.odd = true,
             b"retry" => {
                 let digits = &block[value_start..end];
                 if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) {
@@ -306,10 +327,12 @@ impl Pending {
                         .and_then(|v| v.parse().ok())
                     {
                         self.retry = Some(retry);
+                        return;
                     }
                 }
+                self.odd = true;
             }
-            _ => {}
+            _ => self.odd = true,
         }
     }
 }
@@ -409,6 +432,7 @@ impl Parser {
                 self.bom_done = true;
                 self.line_start = n;
                 self.scan = n;
+                self.block.odd = true;
             } else {
                 // Could still become a BOM; at eof these bytes are the tail.
                 return None;
@@ -418,9 +442,11 @@ impl Parser {
             let buf = self.buf.as_slice();
             if let Some(end) = self.cr_end {
                 return if end < buf.len() {
-                    let end = if buf[end] == b'\n' { end + 1 } else { end };
-                    Some(self.take(end))
+                    let crlf = buf[end] == b'\n';
+                    self.block.odd |= !crlf;
+                    Some(self.take(end + usize::from(crlf)))
                 } else if eof {
+                    self.block.odd = true;
                     Some(self.take(end))
                 } else {
                     None
@@ -434,6 +460,8 @@ impl Parser {
                 if buf[self.line_start] == b'\n' {
                     self.line_start += 1;
                     self.scan = self.line_start;
+                } else {
+                    self.block.odd = true;
                 }
             }
             let Some(found) = memchr2(b'\r', b'\n', &buf[self.scan..]) else {
@@ -472,6 +500,7 @@ impl Parser {
             id: block.id,
             retry: block.retry,
             comment_only: !block.non_comment,
+            odd: block.odd,
         }
     }
 }
@@ -537,6 +566,7 @@ mod tests {
         id: Option<String>,
         retry: Option<u64>,
         non_comment: bool,
+        odd: bool,
     }
 
     impl Fields {
@@ -548,6 +578,7 @@ mod tests {
                 id: self.id.map(Text::Joined),
                 retry: self.retry,
                 comment_only: !self.non_comment,
+                odd: self.odd,
             }
         }
     }
@@ -575,12 +606,16 @@ mod tests {
         let mut events = Vec::new();
         let mut block_start = 0;
         let mut pos = if input.starts_with(BOM) { BOM.len() } else { 0 };
-        let mut pending = Fields::default();
+        let mut pending = Fields {
+            odd: pos > 0,
+            ..Fields::default()
+        };
         while let Some(offset) = input[pos..].iter().position(|&b| b == b'\r' || b == b'\n') {
             let at = pos + offset;
             let next = if input[at] == b'\r' && input.get(at + 1) == Some(&b'\n') {
                 at + 2
             } else {
+                pending.odd |= input[at] == b'\r';
                 at + 1
             };
             let line = String::from_utf8_lossy(&input[pos..at]);
@@ -592,10 +627,14 @@ mod tests {
                 pending.non_comment = true;
                 let (name, value) = match line.split_once(':') {
                     Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
-                    None => (&*line, ""),
+                    None => {
+                        pending.odd = true;
+                        (&*line, "")
+                    }
                 };
                 match name {
                     "data" => {
+                        pending.odd |= pending.data.is_some();
                         let mut data = pending.data.take().map_or(String::new(), |d| d + "\n");
                         data.push_str(value);
                         pending.data = Some(data);
@@ -603,11 +642,12 @@ mod tests {
                     "event" => pending.event = Some(value.to_owned()),
                     "id" if !value.contains('\0') => pending.id = Some(value.to_owned()),
                     "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
-                        if let Ok(retry) = value.parse() {
-                            pending.retry = Some(retry);
+                        match value.parse() {
+                            Ok(retry) => pending.retry = Some(retry),
+                            Err(_) => pending.odd = true,
                         }
                     }
-                    _ => {}
+                    _ => pending.odd = true,
                 }
             }
             pos = next;
@@ -643,6 +683,12 @@ mod tests {
             "whole, drained at end"
         );
         expected
+    }
+
+    /// `event`, marked as holding more than its fields say.
+    fn odd(mut event: Event) -> Event {
+        event.odd = true;
+        event
     }
 
     /// Builds an expected event.
@@ -741,7 +787,7 @@ mod tests {
             vec![
                 ev("\n", None),
                 ev("\r\n", None),
-                ev("\r", None),
+                odd(ev("\r", None)),
                 ev("data: x\n\n", Some("x")),
                 ev("\n", None),
             ]
@@ -758,8 +804,8 @@ mod tests {
         assert_eq!(
             events,
             vec![
-                ev("data: a\r\ndata: b\r\n\r\n", Some("a\nb")),
-                ev("data: c\rdata: d\r\r", Some("c\nd")),
+                odd(ev("data: a\r\ndata: b\r\n\r\n", Some("a\nb"))),
+                odd(ev("data: c\rdata: d\r\r", Some("c\nd"))),
                 ev("data: e\n\r\n", Some("e")),
             ]
         );
@@ -771,7 +817,10 @@ mod tests {
         let (events, tail) = check(b"data: x\r\r\ndata: y\r\r");
         assert_eq!(
             events,
-            vec![ev("data: x\r\r\n", Some("x")), ev("data: y\r\r", Some("y"))]
+            vec![
+                odd(ev("data: x\r\r\n", Some("x"))),
+                odd(ev("data: y\r\r", Some("y")))
+            ]
         );
         assert_eq!(tail, None);
     }
@@ -788,13 +837,61 @@ mod tests {
         parser.push(Bytes::from_static(b"data: y\r\r"));
         assert_eq!(parser.next_event(), None);
         parser.push(Bytes::from_static(b":"));
-        assert_eq!(parser.next_event(), Some(ev("data: y\r\r", Some("y"))));
+        assert_eq!(parser.next_event(), Some(odd(ev("data: y\r\r", Some("y")))));
         assert_eq!(parser.next_event(), None);
         parser.push(Bytes::from_static(b"\n\r"));
         assert_eq!(parser.next_event(), None);
         assert_eq!(parser.finish(), None);
-        assert_eq!(parser.next_event(), Some(ev(":\n\r", None)));
+        assert_eq!(parser.next_event(), Some(odd(ev(":\n\r", None))));
         assert_eq!(parser.next_event(), None);
+    }
+
+    #[test]
+    fn plain_blocks_say_what_their_fields_do() {
+        let plain = |input: &[u8]| {
+            check(input)
+                .0
+                .iter()
+                .map(Event::is_plain)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            plain(b"data: a\n\n: ping\r\n\r\nid: 1\nevent: e\nretry: 5\ndata: b\n\n"),
+            [true; 3]
+        );
+        assert_eq!(
+            plain(b"\xEF\xBB\xBFdata: a\n\ndata: b\n\n"),
+            [false, true],
+            "a BOM"
+        );
+        assert_eq!(
+            plain(b"\xEF\xBB\xBFdata: a\n\n\xEF\xBB\xBFdata: b\n\n"),
+            [false, false],
+            "a BOM inside"
+        );
+        assert_eq!(plain(b"data: a\nfoo: x\n\n"), [false], "an unknown field");
+        assert_eq!(
+            plain(b"data: a\ndata\n\n"),
+            [false],
+            "a line without a colon"
+        );
+        assert_eq!(plain(b"data: a\ndata: b\n\n"), [false], "two data lines");
+        assert_eq!(
+            plain(b"data: a\rdata: b\n\n"),
+            [false],
+            "a CR-only line end"
+        );
+        assert_eq!(
+            plain(b"data: a\n\r: x\n\n"),
+            [false, true],
+            "a CR-only blank line"
+        );
+        assert_eq!(
+            plain(b"retry: x\ndata: a\n\n"),
+            [false],
+            "a retry that is not a number"
+        );
+        assert_eq!(plain(b"id: a\0b\ndata: a\n\n"), [false], "an id with NUL");
     }
 
     #[test]
@@ -900,7 +997,7 @@ mod tests {
         parser.push(Bytes::from_static(b"data: c"));
         assert_eq!(parser.finish().as_deref(), Some(&b"data: c"[..]));
         assert_eq!(parser.next_event(), Some(ev("data: a\n\n", Some("a"))));
-        assert_eq!(parser.next_event(), Some(ev("data: b\n\r", Some("b"))));
+        assert_eq!(parser.next_event(), Some(odd(ev("data: b\n\r", Some("b")))));
         assert_eq!(parser.next_event(), None);
         // The parser is reusable: a new stream may start with a BOM again.
         parser.push(Bytes::from_static(b"\xEF\xBB\xBFdata: d\n\n"));

@@ -10,7 +10,6 @@
 //! promises with one peek and one watch of the body.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
@@ -731,16 +730,5 @@ impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
             Either::Left(rule) => rule.rewrite(text),
             Either::Right(rule) => rule.rewrite(text),
         }
-    }
-}
-
-/// The rule of a layer that rewrites no JSON response.
-impl JsonRule for Infallible {
-    fn limit(&self) -> usize {
-        match *self {}
-    }
-
-    fn rewrite(&self, _: Option<&str>) -> Rewritten {
-        match *self {}
     }
 }

@@ -4,13 +4,15 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use crate::codec::json;
 use crate::codec::sse::{self, Event};
 use crate::filter::{HonouredFilter, Topic};
 use crate::http::event_stream::EventRule;
+use crate::http::intercept::{JsonRule, Rewritten};
+use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
 
 /// The `_meta` key that tags every message of a listen stream.
 pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -21,6 +23,8 @@ const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 pub(crate) struct Guard {
     filter: HonouredFilter,
     acknowledged: bool,
+    /// Messages and blocks dropped, reported when the stream ends.
+    dropped: u64,
     // The filter's topics, indexed once per stream: every event is checked.
     tools: bool,
     prompts: bool,
@@ -32,13 +36,16 @@ pub(crate) struct Guard {
 /// What the guard does with one message.
 #[cfg_attr(test, derive(Debug, PartialEq))]
 enum Verdict {
-    /// A notification for this subscription: the ack must precede it.
+    /// A notification within the filter, for this subscription: the ack
+    /// must precede it.
     Keep,
-    /// The listen's own response or a server-to-client request: passes as is.
-    Pass,
     Drop(&'static str),
-    /// An acknowledgment for this subscription, rewritten to the honoured ack.
+    /// An acknowledgment for this subscription, rebuilt: the honoured ack
+    /// narrowed to the inner service's, and the subscription tag.
     Ack(String),
+    /// The listen's own answer, rebuilt: its error, or its result reduced
+    /// to `_meta` and `resultType`.
+    Answer(String),
 }
 
 impl Guard {
@@ -53,53 +60,63 @@ impl Guard {
             task_ids,
             filter,
             acknowledged: false,
+            dropped: 0,
         }
+    }
+
+    /// The acknowledgment of `notifications`, tagged with the subscription.
+    fn ack_message(&self, notifications: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{notifications},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
+            self.filter.subscription_id().get()
+        )
     }
 
     /// The acknowledgment the inner service should have sent first.
     fn ack_event(&self) -> Bytes {
-        let data = format!(
-            r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
-            self.filter.ack().get(),
-            self.filter.subscription_id().get()
-        );
-        let mut out = BytesMut::with_capacity(data.len() + 8);
-        sse::write_event(
-            &sse::EventFields {
-                data: &data,
-                ..Default::default()
-            },
-            &mut out,
-        );
-        out.freeze()
+        let data = self.ack_message(self.filter.ack().get());
+        sse::EventFields {
+            data: &data,
+            ..Default::default()
+        }
+        .to_bytes()
     }
 
     fn judge(&self, data: &str) -> Verdict {
         let Some(message) = Message::read(data) else {
-            return Verdict::Drop("not a JSON-RPC message");
+            return Verdict::Drop("not one JSON-RPC message");
         };
-        let (Ok(method), Ok(params), Ok(id)) = (message.method, message.params, message.id) else {
+        let (Ok(method), Ok(params), Ok(id), Ok(result), Ok(error)) = (
+            message.method,
+            message.params,
+            message.id,
+            message.result,
+            message.error,
+        ) else {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
         let subscription_id = self.filter.subscription_id().get();
-        let Some(method) = method.and_then(json::string) else {
-            // A response: only the listen's own (its graceful close) belongs here.
+        let Some(method) = method else {
+            // A response: only the listen's own (its end) belongs here.
             return match id {
-                Some(id) if json::same_id(id, subscription_id) => Verdict::Pass,
+                Some(id) if json::same_id(id, subscription_id) => self.answer(result, error),
                 _ => Verdict::Drop("response to another request"),
             };
         };
-        if !method.starts_with("notifications/") {
-            // A server-to-client request (ping and the like) is not a notification.
-            return Verdict::Pass;
+        if id.is_some() || result.is_some() || error.is_some() {
+            return Verdict::Drop("not a notification");
         }
-        if let Some(tag) = message.tag {
-            if !json::same_id(tag, subscription_id) {
-                return Verdict::Drop("another subscription");
-            }
+        let Some(method) = json::string(method) else {
+            return Verdict::Drop("a method that is not a string");
+        };
+        match message.tag {
+            Tag::Absent => {}
+            Tag::One(tag) if json::same_id(tag, subscription_id) => {}
+            Tag::One(_) => return Verdict::Drop("another subscription"),
+            Tag::Ambiguous => return Verdict::Drop("an ambiguous subscription tag"),
         }
         let honoured = match method.as_ref() {
-            ACKNOWLEDGED => return self.acknowledgment(data, params),
+            ACKNOWLEDGED => return self.acknowledgment(params),
             "notifications/tools/list_changed" => self.tools,
             "notifications/prompts/list_changed" => self.prompts,
             "notifications/resources/list_changed" => self.resources,
@@ -120,17 +137,34 @@ impl Guard {
         }
     }
 
-    /// The verdict on the inner service's acknowledgment, once per stream.
-    fn acknowledgment(&self, data: &str, params: Option<&str>) -> Verdict {
+    /// The verdict on the inner service's acknowledgment.
+    fn acknowledgment(&self, params: Option<&str>) -> Verdict {
         let Some(params) = params.and_then(json::members) else {
             return Verdict::Drop("acknowledgment without params");
         };
         match json::unique(&params, "notifications") {
             Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
-                Some(ack) => Verdict::Ack(json::splice(data, &[(json::span(data, theirs), &ack)])),
+                Some(ack) => Verdict::Ack(self.ack_message(&ack)),
                 None => Verdict::Drop("acknowledgment with a malformed notifications object"),
             },
             _ => Verdict::Drop("acknowledgment without one notifications object"),
+        }
+    }
+
+    /// The listen's own answer, rebuilt from what was read of it.
+    fn answer(&self, result: Option<Reduction>, error: Option<&str>) -> Verdict {
+        let id = self.filter.subscription_id().get();
+        match (result, error) {
+            (None, Some(error)) => {
+                Verdict::Answer(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#))
+            }
+            (Some(Reduction::Members(members)), None) => Verdict::Answer(format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{{members}}}}}"#
+            )),
+            (Some(Reduction::Unreadable), None) => {
+                Verdict::Drop("an answer whose result cannot be read")
+            }
+            _ => Verdict::Drop("an answer with both or neither of result and error"),
         }
     }
 }
@@ -182,11 +216,32 @@ struct Message<'a> {
     method: json::Found<'a>,
     params: json::Found<'a>,
     id: json::Found<'a>,
+    result: Result<Option<Reduction>, ()>,
+    error: json::Found<'a>,
     /// `params.uri` and `params.taskId`.
     uri: json::Found<'a>,
     task_id: json::Found<'a>,
-    /// `params._meta["io.modelcontextprotocol/subscriptionId"]`, if present once.
-    tag: Option<&'a str>,
+    /// `params._meta["io.modelcontextprotocol/subscriptionId"]`.
+    tag: Tag<'a>,
+}
+
+/// The subscription tag of a message.
+#[derive(Clone, Copy)]
+enum Tag<'a> {
+    /// No `_meta`, or one without the tag.
+    Absent,
+    One(&'a str),
+    /// The tag twice, `_meta` twice or not an object, or keys that do not
+    /// decode: parsers could read different tags.
+    Ambiguous,
+}
+
+/// A `result`, reduced to the members an answer to a listen may carry.
+enum Reduction {
+    /// `_meta` and `resultType`, as many as are present, as member text.
+    Members(String),
+    /// Not an object, or with keys that do not decode or come twice.
+    Unreadable,
 }
 
 impl<'a> Message<'a> {
@@ -196,14 +251,24 @@ impl<'a> Message<'a> {
             method: Ok(None),
             params: Ok(None),
             id: Ok(None),
+            result: Ok(None),
+            error: Ok(None),
             uri: Ok(None),
             task_id: Ok(None),
-            tag: None,
+            tag: Tag::Absent,
         };
         json::Walk::document(data, |walk, key| {
             match &*key {
                 "method" => json::record(&mut message.method, walk.value()?),
                 "id" => json::record(&mut message.id, walk.value()?),
+                "error" => json::record(&mut message.error, walk.value()?),
+                "result" => {
+                    let reduction = reduce(walk)?;
+                    message.result = match message.result {
+                        Ok(None) => Ok(Some(reduction)),
+                        _ => Err(()),
+                    };
+                }
                 "params" if walk.at_object() => {
                     let params = Params::read(walk)?;
                     json::record(&mut message.params, params.text);
@@ -213,7 +278,7 @@ impl<'a> Message<'a> {
                 }
                 "params" => {
                     json::record(&mut message.params, walk.value()?);
-                    (message.uri, message.task_id, message.tag) = (Ok(None), Ok(None), None);
+                    (message.uri, message.task_id, message.tag) = (Ok(None), Ok(None), Tag::Absent);
                 }
                 _ => walk.skip()?,
             }
@@ -223,37 +288,70 @@ impl<'a> Message<'a> {
     }
 }
 
+/// The `result` next in `walk`, reduced.
+fn reduce(walk: &mut json::Walk<'_>) -> Option<Reduction> {
+    if !walk.at_object() {
+        walk.skip()?;
+        return Some(Reduction::Unreadable);
+    }
+    let (mut meta, mut kind) = (Ok(None), Ok(None));
+    let (_, readable) = walk.members(|walk, key| match &*key {
+        "_meta" => {
+            json::record(&mut meta, walk.value()?);
+            Some(())
+        }
+        "resultType" => {
+            json::record(&mut kind, walk.value()?);
+            Some(())
+        }
+        _ => walk.skip(),
+    })?;
+    let (true, Ok(meta), Ok(kind)) = (readable, meta, kind) else {
+        return Some(Reduction::Unreadable);
+    };
+    let members: Vec<String> = [("_meta", meta), ("resultType", kind)]
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|value| format!(r#""{key}":{value}"#)))
+        .collect();
+    Some(Reduction::Members(members.join(",")))
+}
+
 /// The members of a `params` object the guard reads.
 struct Params<'a> {
     text: &'a str,
     uri: json::Found<'a>,
     task_id: json::Found<'a>,
-    tag: Option<&'a str>,
+    tag: Tag<'a>,
 }
 
 impl<'a> Params<'a> {
-    /// Reads the object next in `walk`; its members are all absent when a key
-    /// does not decode, as `json::members` would not read it.
+    /// Reads the object next in `walk`; a params object whose keys do not
+    /// decode has no members the guard relies on, and an ambiguous tag.
     fn read(walk: &mut json::Walk<'a>) -> Option<Self> {
-        let (mut meta, mut uri, mut task_id) = (Ok(None), Ok(None), Ok(None));
-        let mut tag = None;
+        let (mut uri, mut task_id) = (Ok(None), Ok(None));
+        let (mut metas, mut tag) = (0, Tag::Absent);
         let (text, readable) = walk.members(|walk, key| {
             match &*key {
                 "_meta" if walk.at_object() => {
+                    metas += 1;
                     let mut found = Ok(None);
-                    let (text, readable) = walk.members(|walk, key| match &*key {
+                    let (_, readable) = walk.members(|walk, key| match &*key {
                         SUBSCRIPTION_ID => {
                             json::record(&mut found, walk.value()?);
                             Some(())
                         }
                         _ => walk.skip(),
                     })?;
-                    json::record(&mut meta, text);
-                    tag = if readable { found.ok().flatten() } else { None };
+                    tag = match (readable, found) {
+                        (true, Ok(None)) => Tag::Absent,
+                        (true, Ok(Some(found))) => Tag::One(found),
+                        _ => Tag::Ambiguous,
+                    };
                 }
                 "_meta" => {
-                    json::record(&mut meta, walk.value()?);
-                    tag = None;
+                    metas += 1;
+                    walk.skip()?;
+                    tag = Tag::Ambiguous;
                 }
                 "uri" => json::record(&mut uri, walk.value()?),
                 "taskId" => json::record(&mut task_id, walk.value()?),
@@ -261,21 +359,22 @@ impl<'a> Params<'a> {
             }
             Some(())
         })?;
-        let readable_meta = matches!(meta, Ok(Some(_)));
-        Some(if readable {
-            Params {
+        if metas > 1 {
+            tag = Tag::Ambiguous;
+        }
+        Some(match readable {
+            true => Params {
                 text,
                 uri,
                 task_id,
-                tag: tag.filter(|_| readable_meta),
-            }
-        } else {
-            Params {
+                tag,
+            },
+            false => Params {
                 text,
                 uri: Ok(None),
                 task_id: Ok(None),
-                tag: None,
-            }
+                tag: Tag::Ambiguous,
+            },
         })
     }
 }
@@ -360,65 +459,136 @@ impl Uris {
     }
 }
 
-impl EventRule for Guard {
-    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
-        let Some(data) = event.data() else {
-            // Comments and keep-alives carry nothing to filter.
-            out.push_back(event.raw);
-            return;
-        };
-        let verdict = self.judge(&data);
-        if let Verdict::Drop(reason) = verdict {
-            // Drops are rare (a leaky inner service): re-reading the method is fine.
+impl Guard {
+    /// Leaves out a message or block, counted.
+    fn drop_one(&mut self, reason: &'static str, data: Option<&str>) {
+        self.dropped += 1;
+        // Drops are rare (a leaky inner service): re-reading the method is fine.
+        let kind = data.and_then(|data| {
             let mut method = Ok(None);
-            let read = json::Walk::document(&data, |walk, key| match &*key {
+            json::Walk::document(data, |walk, key| match &*key {
                 "method" => {
                     json::record(&mut method, walk.value()?);
                     Some(())
                 }
                 _ => walk.skip(),
-            });
-            let kind = read
-                .and(method.ok().flatten())
+            })?;
+            method
+                .ok()
+                .flatten()
                 .and_then(json::string)
-                .map(|method| method.into_owned());
-            tracing::debug!(
-                reason,
-                kind = kind.as_deref().unwrap_or("-"),
-                "listen stream: dropped a message"
-            );
+                .map(Cow::into_owned)
+        });
+        tracing::debug!(
+            reason,
+            kind = kind.as_deref().unwrap_or("-"),
+            "listen stream: dropped a message"
+        );
+    }
+}
+
+/// What leaves the guard is what it read: an event whose bytes say exactly
+/// what was parsed of it, `data` as read (`as_read`: decoded without loss
+/// and not rebuilt), passes as it came; any other is written anew from its
+/// parsed fields.
+fn emit(event: &Event, data: &str, as_read: bool, out: &mut VecDeque<Bytes>) {
+    if as_read && event.is_plain() {
+        out.push_back(event.raw.clone());
+    } else {
+        out.push_back(event.with_data(data));
+    }
+}
+
+impl EventRule for Guard {
+    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
+        let Some(data) = event.data() else {
+            if event.is_comment_only() && event.is_plain() {
+                // Comments are keep-alives.
+                out.push_back(event.raw);
+            } else {
+                self.drop_one("a block without data", None);
+            }
             return;
-        }
-        let unchanged = matches!(&verdict, Verdict::Ack(ack) if *ack == *data);
-        drop(data);
-        match verdict {
-            Verdict::Pass => out.push_back(event.raw),
+        };
+        let lossless = matches!(data, Cow::Borrowed(_));
+        match self.judge(&data) {
             Verdict::Keep => {
                 if !self.acknowledged {
                     self.acknowledged = true;
                     out.push_back(self.ack_event());
                 }
-                out.push_back(event.raw);
+                emit(&event, &data, lossless, out);
             }
             Verdict::Ack(_) if self.acknowledged => {
-                tracing::debug!("listen stream: dropped a second acknowledgment");
+                self.drop_one("a second acknowledgment", Some(&data));
             }
-            Verdict::Ack(rewritten) => {
-                if unchanged {
-                    out.push_back(event.raw);
-                } else {
-                    out.push_back(event.with_data(&rewritten));
-                }
+            Verdict::Ack(ack) => {
                 self.acknowledged = true;
+                emit(&event, &ack, lossless && ack == *data, out);
             }
-            // Logged and left out above.
-            Verdict::Drop(_) => {}
+            Verdict::Answer(answer) => emit(&event, &answer, lossless && answer == *data, out),
+            Verdict::Drop(reason) => self.drop_one(reason, Some(&data)),
         }
     }
 
     fn on_unterminated(&mut self, _: Bytes, _: &mut VecDeque<Bytes>) {
         // The SSE rules discard it; a client that does not could act on it.
-        tracing::debug!("listen stream: dropped an unterminated last event");
+        self.drop_one("an unterminated last block", None);
+    }
+}
+
+/// The answer to a listen that is not an event stream: read whole as one
+/// JSON-RPC message, it passes only as the listen's own answer, rebuilt.
+pub(crate) struct ListenAnswer {
+    guard: Guard,
+    limit: usize,
+}
+
+impl ListenAnswer {
+    pub(crate) fn new(filter: HonouredFilter, limit: usize) -> Self {
+        Self {
+            guard: Guard::new(filter),
+            limit,
+        }
+    }
+
+    /// The error in place of an answer that is not the listen's own.
+    pub(crate) fn replacement(reason: &'static str) -> JsonRpcError {
+        tracing::warn!(
+            reason,
+            "listen: the inner service's answer was replaced by an error"
+        );
+        JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
+    }
+}
+
+impl JsonRule for ListenAnswer {
+    fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn rewrite(&self, text: Option<&str>) -> Rewritten {
+        let Some(text) = text else {
+            return Rewritten::Replaced(Self::replacement("the answer is too long or not UTF-8"));
+        };
+        if text.trim_ascii().is_empty() {
+            return Rewritten::Kept;
+        }
+        match self.guard.judge(text) {
+            Verdict::Answer(answer) => Rewritten::Body(answer),
+            _ => Rewritten::Replaced(Self::replacement("the answer is not the listen's own")),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.dropped > 0 {
+            tracing::debug!(
+                dropped = self.dropped,
+                "listen stream: messages dropped by the guard"
+            );
+        }
     }
 }
 
@@ -458,52 +628,102 @@ mod tests {
     /// The guard's verdict with every level read by `serde_json`: the one
     /// pass of the guard must agree on every input.
     fn members_verdict(filter: &HonouredFilter, data: &str) -> Verdict {
-        fn tag<'a>(params: &json::Members<'a>) -> Option<&'a str> {
-            let meta = json::unique(params, "_meta").ok().flatten()?;
-            let meta = model::members(meta)?;
-            json::unique(&meta, SUBSCRIPTION_ID).ok().flatten()
-        }
+        let is_object = |text: &str| text.trim_start().starts_with('{');
         let Some(message) = model::members(data) else {
-            return Verdict::Drop("not a JSON-RPC message");
+            return Verdict::Drop("not one JSON-RPC message");
         };
-        let (Ok(method), Ok(params), Ok(id)) = (
-            json::unique(&message, "method"),
-            json::unique(&message, "params"),
-            json::unique(&message, "id"),
+        let field = |name: &str| json::unique(&message, name);
+        let (Ok(method), Ok(params), Ok(id), Ok(result), Ok(error)) = (
+            field("method"),
+            field("params"),
+            field("id"),
+            field("result"),
+            field("error"),
         ) else {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
-        let Some(method) = method.and_then(json::string) else {
-            return match id {
-                Some(id) if json::same_id(id, filter.subscription_id().get()) => Verdict::Pass,
-                _ => Verdict::Drop("response to another request"),
+        let subscription_id = filter.subscription_id().get();
+        let Some(method) = method else {
+            let Some(id) = id.filter(|id| json::same_id(id, subscription_id)) else {
+                return Verdict::Drop("response to another request");
+            };
+            return match (result, error) {
+                (None, Some(error)) => Verdict::Answer(format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#,
+                    id = subscription_id
+                )),
+                (Some(result), None) => {
+                    let members = model::members(result);
+                    let reduced = members.as_ref().and_then(|members| {
+                        let meta = json::unique(members, "_meta").ok()?;
+                        let kind = json::unique(members, "resultType").ok()?;
+                        let parts: Vec<String> = [("_meta", meta), ("resultType", kind)]
+                            .into_iter()
+                            .filter_map(|(k, v)| v.map(|v| format!(r#""{k}":{v}"#)))
+                            .collect();
+                        Some(parts.join(","))
+                    });
+                    let _ = id;
+                    match reduced {
+                        Some(members) => Verdict::Answer(format!(
+                            r#"{{"jsonrpc":"2.0","id":{subscription_id},"result":{{{members}}}}}"#
+                        )),
+                        None => Verdict::Drop("an answer whose result cannot be read"),
+                    }
+                }
+                _ => Verdict::Drop("an answer with both or neither of result and error"),
             };
         };
-        if !method.starts_with("notifications/") {
-            return Verdict::Pass;
+        if id.is_some() || result.is_some() || error.is_some() {
+            return Verdict::Drop("not a notification");
         }
-        let params = params.and_then(model::members);
-        if let Some(tag) = params.as_ref().and_then(|p| tag(p)) {
-            if !json::same_id(tag, filter.subscription_id().get()) {
-                return Verdict::Drop("another subscription");
+        let Some(method) = json::string(method) else {
+            return Verdict::Drop("a method that is not a string");
+        };
+        // The tag: absent, one, or ambiguous.
+        let object_params = params.filter(|p| is_object(p));
+        let members = object_params.and_then(model::members);
+        let tag: Result<Option<&str>, ()> = match (object_params, &members) {
+            (None, _) => Ok(None),
+            (Some(_), None) => Err(()),
+            (Some(_), Some(members)) => {
+                let metas: Vec<&str> = members
+                    .iter()
+                    .filter(|(k, _)| k == "_meta")
+                    .map(|(_, v)| *v)
+                    .collect();
+                match metas[..] {
+                    [] => Ok(None),
+                    [meta] if is_object(meta) => match model::members(meta) {
+                        Some(meta) => json::unique(&meta, SUBSCRIPTION_ID),
+                        None => Err(()),
+                    },
+                    _ => Err(()),
+                }
             }
+        };
+        match tag {
+            Ok(None) => {}
+            Ok(Some(tag)) if json::same_id(tag, subscription_id) => {}
+            Ok(Some(_)) => return Verdict::Drop("another subscription"),
+            Err(()) => return Verdict::Drop("an ambiguous subscription tag"),
         }
-        let field = |name: &str| {
-            params
+        let param = |name: &str| {
+            members
                 .as_ref()
                 .and_then(|p| json::unique(p, name).ok().flatten())
                 .and_then(json::string)
         };
         let honoured = match method.as_ref() {
             ACKNOWLEDGED => {
-                let Some(params) = params.as_ref() else {
+                let Some(members) = members.as_ref() else {
                     return Verdict::Drop("acknowledgment without params");
                 };
-                return match json::unique(params, "notifications") {
+                return match json::unique(members, "notifications") {
                     Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
-                        Some(ack) => {
-                            Verdict::Ack(json::splice(data, &[(json::span(data, theirs), &ack)]))
-                        }
+                        Some(ack) => Verdict::Ack(format!(
+                            r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{ack},"_meta":{{"{SUBSCRIPTION_ID}":{subscription_id}}}}}}}"#
+                        )),
                         None => {
                             Verdict::Drop("acknowledgment with a malformed notifications object")
                         }
@@ -514,13 +734,13 @@ mod tests {
             "notifications/tools/list_changed" => filter.honours(&Topic::ToolsListChanged),
             "notifications/prompts/list_changed" => filter.honours(&Topic::PromptsListChanged),
             "notifications/resources/list_changed" => filter.honours(&Topic::ResourcesListChanged),
-            "notifications/resources/updated" => field("uri").is_some_and(|uri| {
+            "notifications/resources/updated" => param("uri").is_some_and(|uri| {
                 filter
                     .resource_uris()
                     .any(|honoured| covers(honoured, &uri))
             }),
             "notifications/tasks" => {
-                field("taskId").is_some_and(|id| filter.task_ids().any(|t| t == id))
+                param("taskId").is_some_and(|id| filter.task_ids().any(|t| t == id))
             }
             _ => false,
         };

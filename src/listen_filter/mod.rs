@@ -64,10 +64,15 @@
 //!     .build()
 //!     .unwrap();
 //!
-//! // The inner handler sees the honoured filter, in the body and as an extension.
+//! // The inner handler sees the honoured filter, in the body and as an
+//! // extension, and acknowledges it on the listen's event stream.
 //! let app = Router::new()
 //!     .route("/mcp", post(|Extension(filter): Extension<HonouredFilter>| async move {
-//!         filter.ack().get().to_owned()
+//!         let ack = format!(
+//!             r#"data: {{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{}}}}}"#,
+//!             filter.ack().get()
+//!         );
+//!         ([("content-type", "text/event-stream")], ack + "\n\n")
 //!     }))
 //!     .layer(ListenFilterLayer::new(profile));
 //!
@@ -78,8 +83,14 @@
 //!         "resourceSubscriptions":["demo://public/readme","demo://users/alice/notes"]}}}"#))
 //!     .unwrap();
 //! let response = app.oneshot(request).await.unwrap();
-//! let ack = response.into_body().collect().await.unwrap().to_bytes();
-//! assert_eq!(ack, r#"{"toolsListChanged":true,"resourceSubscriptions":["demo://public/readme"]}"#);
+//! let stream = response.into_body().collect().await.unwrap().to_bytes();
+//! let event = std::str::from_utf8(&stream).unwrap();
+//! assert_eq!(
+//!     event,
+//!     "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":\
+//!      {\"notifications\":{\"toolsListChanged\":true,\"resourceSubscriptions\":[\"demo://public/readme\"]},\
+//!      \"_meta\":{\"io.modelcontextprotocol/subscriptionId\":1}}}\n\n"
+//! );
 //! # }
 //! ```
 

@@ -1,16 +1,14 @@
-use std::convert::Infallible;
-
 use bytes::Bytes;
 use http::request::Parts;
 use http::response;
 use http_body::Body;
 
-use super::guard::Guard;
+use super::guard::{Guard, ListenAnswer};
 use super::request::ListenRequest;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
-use crate::http::classify::{is_event_stream, Classified, Head, Interest, Shape};
+use crate::http::classify::{is_encoded, is_event_stream, Classified, Head, Interest, Shape};
 use crate::http::intercept::{Decision, Gate, Later, Refusal, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
@@ -54,12 +52,12 @@ pub(crate) struct Whole;
 /// The listen filter takes over `subscriptions/listen` requests, answers
 /// every request that could hide one, and guards the listen stream.
 impl Rules for ListenFilterLayer {
-    /// The filter to guard the response stream by (when guarded); the guard
-    /// is set up only if the response is an event stream.
-    type Take = Option<HonouredFilter>;
+    /// The filter to guard the response by (when guarded), and the longest
+    /// answer that is not a stream to read.
+    type Take = Option<(HonouredFilter, usize)>;
     type Whole = Whole;
     type Events = Guard;
-    type Json = Infallible;
+    type Json = ListenAnswer;
 
     fn limits(&self) -> PeekLimits {
         self.limits
@@ -141,10 +139,21 @@ impl Rules for ListenFilterLayer {
         })
     }
 
-    fn respond(filter: Option<HonouredFilter>, parts: &response::Parts) -> Respond<Self> {
-        match filter {
-            Some(filter) if is_event_stream(&parts.headers) => Respond::Events(Guard::new(filter)),
-            _ => Respond::Pass,
+    fn respond(take: Option<(HonouredFilter, usize)>, parts: &response::Parts) -> Respond<Self> {
+        let Some((filter, limit)) = take else {
+            return Respond::Pass;
+        };
+        let id = filter.subscription_id().get().into();
+        if is_encoded(&parts.headers) {
+            // Its Accept-Encoding was taken away: the inner compressed anyway.
+            tracing::warn!(
+                "listen: the answer is compressed; compression belongs outside the layer"
+            );
+            Respond::Replace(ListenAnswer::replacement("the answer is compressed"), id)
+        } else if is_event_stream(&parts.headers) {
+            Respond::Events(Guard::new(filter))
+        } else {
+            Respond::Json(ListenAnswer::new(filter, limit), id)
         }
     }
 }
@@ -157,7 +166,7 @@ async fn honour_listen(
     mut parts: Parts,
     body: Bytes,
     guard_stream: bool,
-) -> Result<(Parts, Bytes, Option<HonouredFilter>), Refusal> {
+) -> Result<(Parts, Bytes, Option<(HonouredFilter, usize)>), Refusal> {
     let listen = ListenRequest::parse(&body)?;
     let (filter, notifications) =
         match honour_at(&profile, &parts, listen.id(), listen.params).await {
@@ -174,7 +183,8 @@ async fn honour_listen(
         principal = filter.principal().is_some(),
         "listen honoured"
     );
-    let guard = guard_stream.then(|| filter.clone());
+    let limit = profile.limits().max_rewritten_response;
+    let guard = guard_stream.then(|| (filter.clone(), limit));
     parts.extensions.insert(filter);
     Ok((parts, body.into(), guard))
 }
