@@ -60,26 +60,46 @@ use tracing_subscriber::EnvFilter;
 /// How long shutdown waits for open connections to finish.
 const DRAIN: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare]
+const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N]
+              [--max-sessions-per-caller N] [--body-timeout SECS]
 
-  --addr HOST:PORT  where to listen (default 127.0.0.1:8080)
-  --bare            the same server without the mcp-edge layers (auth stays)";
+  --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
+  --bare                       the same server without the mcp-edge layers (auth stays)
+  --max-sessions N             most legacy sessions open at once (default 1000)
+  --max-sessions-per-caller N  most per caller, anonymous callers together (default 16)
+  --body-timeout SECS          cut off a request body idle this long (default 10)";
 
 struct Args {
     addr: String,
     bare: bool,
+    bounds: app::Bounds,
+}
+
+fn number(argv: &mut impl Iterator<Item = String>, flag: &str) -> Result<u64, String> {
+    argv.next()
+        .and_then(|value| value.parse().ok())
+        .filter(|n| *n > 0)
+        .ok_or(format!("{flag} needs a positive number"))
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         addr: "127.0.0.1:8080".to_owned(),
         bare: false,
+        bounds: app::Bounds::default(),
     };
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
         match arg.as_str() {
             "--addr" => args.addr = argv.next().ok_or("--addr needs HOST:PORT")?,
             "--bare" => args.bare = true,
+            "--max-sessions" => args.bounds.sessions = number(&mut argv, &arg)? as usize,
+            "--max-sessions-per-caller" => {
+                args.bounds.sessions_per_caller = number(&mut argv, &arg)? as usize;
+            }
+            "--body-timeout" => {
+                args.bounds.body_read = Duration::from_secs(number(&mut argv, &arg)?);
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -127,7 +147,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         router,
         bus,
         stop_rmcp,
-    } = app::build(local.port(), args.bare)?;
+    } = app::build_with(local.port(), args.bare, args.bounds)?;
 
     let listener = listener.tap_io(|tcp| {
         // Listen streams carry small, latency-sensitive events.

@@ -97,7 +97,28 @@ pub fn peek_watching(body: &[u8]) -> Outcome {
 }
 
 mod once {
+    use std::collections::VecDeque;
+
     use bytes::Bytes;
+
+    /// Chunks, then the end.
+    pub(super) struct Chunks(pub(super) VecDeque<Bytes>);
+
+    impl http_body::Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Ready(
+                self.0
+                    .pop_front()
+                    .map(|data| Ok(http_body::Frame::data(data))),
+            )
+        }
+    }
 
     /// One chunk, then the end, known as soon as the chunk was taken.
     pub(super) struct Once(pub(super) Option<Bytes>);
@@ -167,6 +188,42 @@ pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u
     drain(&mut parser, &mut events);
     assert!(parser.finish().is_none(), "a finished parser holds nothing");
     (events, tail.map(|tail| tail.to_vec()))
+}
+
+/// What leaves the stream guard of `filter` for the listen stream
+/// `chunks` (one stream, delivered in these chunks): its bytes.
+pub fn guard(filter: &crate::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
+    use http_body::Body as _;
+
+    let whole = Bytes::from(chunks.concat());
+    let mut at = 0;
+    let chunks = chunks
+        .iter()
+        .map(|chunk| {
+            at += chunk.len();
+            whole.slice(at - chunk.len()..at)
+        })
+        .collect();
+    let rule = crate::listen_filter::fuzzing_guard(filter.clone());
+    let mut body = std::pin::pin!(crate::http::event_stream::EventStream::new(
+        once::Chunks(chunks),
+        rule
+    ));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut out = Vec::new();
+    loop {
+        match body.as_mut().poll_frame(&mut cx) {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    out.extend_from_slice(&data);
+                }
+            }
+            std::task::Poll::Ready(None) => return out,
+            // `Chunks` never fails and is always ready.
+            std::task::Poll::Ready(Some(Err(never))) => match never {},
+            std::task::Poll::Pending => unreachable!("a ready body"),
+        }
+    }
 }
 
 /// Serializes one event with `write_event`.

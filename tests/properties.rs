@@ -1,4 +1,5 @@
-//! Property tests for the listen filter, the method peek and the SSE codec.
+//! Property tests for the listen filter, the method peek, the SSE codec and
+//! the stream guard.
 //!
 //! The checks themselves live in `fuzz/common/` and are shared with the fuzz
 //! targets (`fuzz/fuzz_targets/`): each property here generates inputs shaped
@@ -8,6 +9,8 @@
 
 #[path = "../fuzz/common/filter_oracle.rs"]
 mod filter_oracle;
+#[path = "../fuzz/common/guard_oracle.rs"]
+mod guard_oracle;
 #[path = "../fuzz/common/peek_oracle.rs"]
 mod peek_oracle;
 #[path = "../fuzz/common/sse_oracle.rs"]
@@ -586,4 +589,137 @@ proptest! {
         prop_assert_eq!(tail, None);
         prop_assert_eq!(parsed, expected);
     }
+}
+
+// ---------------------------------------------------------------------------
+// The stream guard: arbitrary inner streams, every message that leaves it
+// within the honoured filter (`fuzz/common/guard_oracle.rs`).
+
+/// A subscription tag: ours, another's, twice, or `_meta` of the wrong shape.
+fn guard_meta() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        Just(r#","_meta":{"io.modelcontextprotocol/subscriptionId":7}"#.to_owned()),
+        Just(r#","_meta":{"io.modelcontextprotocol/subscriptionId":"s-1"}"#.to_owned()),
+        Just(r#","_meta":{"io.modelcontextprotocol/subscriptionId":8}"#.to_owned()),
+        Just(r#","_meta":{"io.modelcontextprotocol/subscriptionId":7,"io.modelcontextprotocol/subscriptionId":8}"#.to_owned()),
+        Just(r#","_meta":[7]"#.to_owned()),
+        Just(r#","_meta":{},"_meta":{"io.modelcontextprotocol/subscriptionId":8}"#.to_owned()),
+    ]
+}
+
+/// A URI near the setup's: covered, uncovered, escaping by dot segments.
+fn guard_uri() -> impl Strategy<Value = String> {
+    let base = prop::sample::select(guard_oracle::URIS.to_vec());
+    let tail = prop::sample::select(vec![
+        "",
+        "/x",
+        "x",
+        "/../secret/e",
+        "/%2e%2E/y",
+        "/./z",
+        "/...",
+        "/.x",
+    ]);
+    (base, tail).prop_map(|(base, tail)| format!("{base}{tail}"))
+}
+
+/// One message an inner service might send on a listen stream.
+fn guard_message() -> impl Strategy<Value = String> {
+    let method = prop::sample::select(vec![
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+        "Notifications/tools/list_changed",
+        "notifications/message",
+        "ping",
+    ]);
+    prop_oneof![
+        (method, guard_meta(), any::<bool>()).prop_map(|(method, meta, id)| {
+            let id = if id { r#""id":3,"# } else { "" };
+            format!(r#"{{"jsonrpc":"2.0",{id}"method":"{method}","params":{{"x":1{meta}}}}}"#)
+        }),
+        (guard_uri(), guard_meta(), any::<bool>()).prop_map(|(uri, meta, twice)| {
+            let uri = serde_json::to_string(&uri).unwrap();
+            let second = if twice { r#","uri":"pub/a""# } else { "" };
+            format!(r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":{uri}{second}{meta}}}}}"#)
+        }),
+        (prop::sample::select(vec!["t1", "t\\\"2", "t3", "t4"]), guard_meta()).prop_map(|(id, meta)| {
+            format!(r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{"taskId":"{id}","status":"working"{meta}}}}}"#)
+        }),
+        (any::<bool>(), guard_meta()).prop_map(|(wide, meta)| {
+            let notifications = if wide {
+                r#"{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["pub/a","secret/e","x/d"],"taskIds":["t1","t3"]}"#
+            } else {
+                r#"{"resourceSubscriptions":["pub/b/"]}"#
+            };
+            format!(r#"{{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{notifications},"extra":1{meta}}},"extra":2}}"#)
+        }),
+        prop::sample::select(vec![
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","leak":1,"_meta":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":"s-1","error":{"code":-32603,"message":"x"},"x":1}"#,
+            r#"{"jsonrpc":"2.0","id":8,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":1}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"a","resultType":"b"}}"#,
+            r#"[{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}]"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"} {}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","method":"ping"}"#,
+            "not json",
+            "",
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
+/// One SSE block carrying `message`, framed in one of the ways a leaky
+/// inner service might frame it.
+fn guard_block() -> impl Strategy<Value = String> {
+    let framing = prop::sample::select(vec![
+        "data: {}\n\n",
+        "data:{}\r\n\r\n",
+        "id: 4\nevent: message\ndata: {}\n\n",
+        "foo: bar\ndata: {}\n\n",
+        "id: 5\rdata: {}\n\n",
+        "data: {}\r\r",
+        "\u{feff}data: {}\n\n",
+        "data: {}\ndata: {}\n\n",
+        ": keep-alive\n\n",
+        "retry: x\ndata: {}\n\n",
+        "\n",
+    ]);
+    (framing, guard_message()).prop_map(|(framing, message)| framing.replace("{}", &message))
+}
+
+proptest! {
+    /// Arbitrary inner streams (events, tags, methods, URIs, framings, an
+    /// unterminated tail), cut anywhere: everything that leaves the guard
+    /// satisfies the honoured filter, read by an independent model.
+    #[test]
+    fn the_guard_emits_only_what_the_filter_honours(
+        config in 0u8..8,
+        blocks in prop::collection::vec(guard_block(), 0..12),
+        tail in prop::sample::select(vec!["", "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}", ": x"]),
+        cuts in prop::collection::vec(any::<usize>(), 0..6),
+    ) {
+        let filter = guard_oracle::setup(config);
+        let stream = blocks.concat() + tail;
+        guard_oracle::check(&filter, stream.as_bytes(), &cuts);
+    }
+}
+
+/// The generator reaches what the guard must drop and what it must pass:
+/// the check is not vacuous.
+#[test]
+fn guard_generator_reaches_kept_and_dropped_messages() {
+    let filter = guard_oracle::setup(0);
+    let kept = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"pub/a/x\"}}\n\n";
+    let out = fuzzing::guard(&filter, &[kept.as_bytes()]);
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.contains("pub/a/x") && out.contains("acknowledged"),
+        "{out}"
+    );
+    let escaping = kept.replace("pub/a/x", "pub/a/../secret/e");
+    assert!(fuzzing::guard(&filter, &[escaping.as_bytes()]).is_empty());
+    guard_oracle::check(&filter, kept.as_bytes(), &[3, 40]);
 }

@@ -40,9 +40,13 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(app::Bounds::default()).await
+    }
+
+    async fn start_with(bounds: app::Bounds) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("local addr").port();
-        let app = app::build(port, false).expect("the example's stack builds");
+        let app = app::build_with(port, false, bounds).expect("the example's stack builds");
         let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
         let service = app
             .router
@@ -458,6 +462,8 @@ async fn legacy_initialize_gets_the_legacy_capabilities_and_a_session() {
         headers.extend(stranger.map(|token| ("Authorization", token)));
         let response = request(port, "POST", &headers, Some(initialized)).await;
         assert_eq!(response.status, 404, "{stranger:?}");
+        let error: Value = serde_json::from_str(&response.text().await).expect("JSON");
+        assert_eq!(error.get("id"), Some(&Value::Null), "{error}");
         assert_eq!(request(port, "GET", &headers[1..], None).await.status, 404);
     }
     let response = request(port, "POST", &session_headers, Some(initialized)).await;
@@ -673,6 +679,9 @@ async fn bad_tokens_and_foreign_hosts_are_refused() {
     assert_eq!(unauthorized.header("www-authenticate"), Some("Bearer"));
     let error: Value = serde_json::from_str(&unauthorized.text().await).expect("JSON");
     assert_eq!(error["error"]["code"], -32001);
+    // `"id": null`, as JSON-RPC writes an error whose request id is unknown:
+    // SDK clients show the message rather than a generic error.
+    assert_eq!(error.get("id"), Some(&Value::Null), "{error}");
 
     let forbidden = request(
         port,
@@ -682,6 +691,9 @@ async fn bad_tokens_and_foreign_hosts_are_refused() {
     )
     .await;
     assert_eq!(forbidden.status, 403);
+    let error: Value = serde_json::from_str(&forbidden.text().await).expect("JSON");
+    assert_eq!(error.get("id"), Some(&Value::Null), "{error}");
+    assert_eq!(error["error"]["code"], -32600);
     let origin = format!("127.0.0.1:{port}");
     let forbidden = request(
         port,
@@ -697,4 +709,167 @@ async fn bad_tokens_and_foreign_hosts_are_refused() {
     .await;
     assert_eq!(forbidden.status, 403);
     server.stop().await;
+}
+
+// --- sessions and slow bodies --------------------------------------------------
+
+/// A legacy `initialize` by `token`: the status and the session id.
+async fn initialize(port: u16, token: Option<&str>) -> (u16, Option<String>, Value) {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": { "name": "reference-test", "version": "1" },
+        },
+    })
+    .to_string();
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    headers.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
+    let response = request(port, "POST", &headers, Some(&body)).await;
+    let session = response.header("mcp-session-id").map(str::to_owned);
+    let status = response.status;
+    (status, session, response.message().await)
+}
+
+/// A `DELETE` of `session` by `token`, with `version` as its protocol version.
+async fn delete(port: u16, token: Option<&str>, session: &str, version: &str) -> u16 {
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", version),
+    ];
+    headers.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
+    request(port, "DELETE", &headers, None).await.status
+}
+
+/// Whether `token` may use `session`: the status of a GET on it.
+async fn get_status(port: u16, token: Option<&str>, session: &str) -> u16 {
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut headers = vec![
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", session),
+        ("MCP-Protocol-Version", LEGACY),
+    ];
+    headers.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
+    request(port, "GET", &headers, None).await.status
+}
+
+#[tokio::test]
+async fn legacy_sessions_are_bounded_per_caller_and_in_total() {
+    let server = Server::start_with(app::Bounds {
+        sessions: 3,
+        sessions_per_caller: 2,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let (status, first, _) = initialize(port, ALICE).await;
+    assert_eq!(status, 200);
+    assert_eq!(initialize(port, ALICE).await.0, 200);
+    let (status, none, refused) = initialize(port, ALICE).await;
+    assert_eq!((status, none), (429, None), "a third session for alice");
+    assert_eq!(refused.get("id"), Some(&Value::Null), "{refused}");
+    assert_eq!(refused["error"]["code"], -32600);
+    // Anonymous callers share one count; the total is 3.
+    assert_eq!(initialize(port, ANONYMOUS).await.0, 200);
+    assert_eq!(initialize(port, BOB).await.0, 429, "three sessions in all");
+    // A 2026-07-28 request opens no session: it is never refused for them.
+    let discover = modern(port, BOB, "server/discover", None, json!({}), json!({})).await;
+    assert_eq!(discover.status, 200);
+    // A closed session frees its place.
+    let first = first.expect("a session");
+    assert!((200..300).contains(&delete(port, ALICE, &first, LEGACY).await));
+    assert_eq!(initialize(port, BOB).await.0, 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_delete_keeps_the_session_bound() {
+    let server = Server::start().await;
+    let port = server.port;
+    let session = initialize(port, ALICE).await.1.expect("a session");
+    // rmcp refuses a DELETE with an unknown protocol version: the session
+    // lives on, and stays alice's alone.
+    let refused = delete(port, ALICE, &session, "1999-01-01").await;
+    assert!(
+        !(200..300).contains(&refused),
+        "rmcp refused the DELETE: {refused}"
+    );
+    assert_eq!(
+        get_status(port, BOB, &session).await,
+        404,
+        "bob cannot attach"
+    );
+    assert_eq!(get_status(port, ANONYMOUS, &session).await, 404);
+    assert!((200..300).contains(&delete(port, ALICE, &session, LEGACY).await));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn expired_sessions_are_forgotten() {
+    let server = Server::start_with(app::Bounds {
+        sessions_per_caller: 1,
+        session_idle: Duration::from_millis(200),
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    assert_eq!(initialize(port, ALICE).await.0, 200);
+    // Once rmcp let the idle session expire, its binding no longer counts.
+    let admitted = timeout(WAIT, async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let (status, session, _) = initialize(port, ALICE).await;
+            if status == 200 {
+                return session;
+            }
+            assert_eq!(status, 429);
+        }
+    })
+    .await
+    .expect("the expired session was forgotten within the bound");
+    assert!(admitted.is_some());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_in_is_cut_off() {
+    let server = Server::start_with(app::Bounds {
+        body_read: Duration::from_millis(200),
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let answered = timeout(WAIT, async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: 100\r\n\r\n{{\"jsonrpc\":"
+        );
+        stream.write_all(head.as_bytes()).await.expect("send");
+        // The rest never comes.
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    })
+    .await
+    .expect("the server answered or closed within the bound");
+    assert!(!answer_is_success(&answered), "{answered}");
+    server.stop().await;
+}
+
+/// True when a raw HTTP answer has a 2xx status.
+fn answer_is_success(answer: &str) -> bool {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|status| status.starts_with('2'))
 }

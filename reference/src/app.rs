@@ -16,8 +16,10 @@ use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use mcp_edge::{EdgeLayer, Era, Principal, ServerProfile};
 use rmcp::model::ServerCapabilities;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::StreamableHttpServerConfig;
 use tower::ServiceBuilder;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::bus::Bus;
 use crate::edge;
@@ -74,9 +76,41 @@ fn profile(store: &Arc<Store>) -> Result<ServerProfile, mcp_edge::BuildError> {
         .build()
 }
 
-/// The server for `port` (the `Host`/`Origin` check needs it); `bare`
-/// leaves out the mcp-edge layer.
+/// What the deployment bounds, for anonymous clients and everyone else.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Most legacy sessions open at once (default 1 000).
+    pub sessions: usize,
+    /// Most legacy sessions one caller may hold; anonymous callers share
+    /// one count (default 16).
+    pub sessions_per_caller: usize,
+    /// How long a legacy session may sit idle before rmcp closes it
+    /// (default 5 minutes).
+    pub session_idle: Duration,
+    /// How long a request body may go without a frame before it is cut off
+    /// (default 10 s).
+    pub body_read: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            sessions: 1000,
+            sessions_per_caller: 16,
+            session_idle: Duration::from_secs(300),
+            body_read: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The server for `port` (the `Host`/`Origin` check needs it), with the
+/// default [`Bounds`]; `bare` leaves out the mcp-edge layer.
 pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
+    build_with(port, bare, Bounds::default())
+}
+
+/// [`build`] with `bounds`.
+pub fn build_with(port: u16, bare: bool, bounds: Bounds) -> Result<App, Box<dyn Error>> {
     let store = Store::demo();
     let bus = Bus::new();
     let profile = profile(&store)?;
@@ -92,7 +126,10 @@ pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
         .with_sse_keep_alive(Some(KEEP_ALIVE));
     let rmcp_token = config.cancellation_token.clone();
     let demo = Demo::new(store, bus.clone(), capabilities);
-    let rmcp = RmcpService::new(move || Ok(demo.for_session()), Arc::default(), config);
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(bounds.session_idle);
+    let manager = Arc::new(manager);
+    let rmcp = RmcpService::new(move || Ok(demo.for_session()), manager.clone(), config);
     let endpoint = McpEndpoint::new(rmcp, ListenEndpoint::new(bus.clone(), KEEP_ALIVE));
 
     let routes = if bare {
@@ -110,10 +147,12 @@ pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
     // `layer` wraps what is already there: the last one added runs first.
     let router = routes
         .layer(from_fn_with_state(
-            edge::Sessions::default(),
+            edge::Sessions::new(bounds.sessions, bounds.sessions_per_caller, Some(manager)),
             edge::bind_sessions,
         ))
         .layer(from_fn(edge::bearer_auth))
+        // A body that trickles in slower than this is cut off.
+        .layer(RequestBodyTimeoutLayer::new(bounds.body_read))
         .merge(debug)
         .layer(from_fn_with_state(port, edge::loopback_only));
     Ok(App {
@@ -131,7 +170,11 @@ async fn open_streams(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
 ) -> Response {
     if !peer.ip().is_loopback() {
-        return StatusCode::FORBIDDEN.into_response();
+        return edge::rejection(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "Forbidden: not a loopback peer",
+        );
     }
     (
         [(CONTENT_TYPE, "application/json")],

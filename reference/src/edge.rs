@@ -1,7 +1,7 @@
 //! The two outermost middlewares: DNS-rebinding protection and bearer auth.
 //!
 //! Both answer a rejected request themselves, with a JSON-RPC error body
-//! that has no `id` (the body was never read, so the id is unknown).
+//! whose `id` is `null` (the body was never read, so the id is unknown).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,10 +13,13 @@ use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use mcp_edge::Principal;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 
 /// The legacy-era session header.
 const MCP_SESSION_ID: &str = "mcp-session-id";
+/// The protocol version header.
+const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// The bearer tokens this demo knows, and whose they are.
 const TOKENS: &[(&str, &str)] = &[("alice-token", "alice"), ("bob-token", "bob")];
@@ -58,13 +61,72 @@ pub async fn bearer_auth(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Which caller opened each legacy session.
-#[derive(Clone, Default)]
-pub struct Sessions(Arc<Mutex<HashMap<HeaderValue, Option<Principal>>>>);
+/// Which caller opened each legacy session, with the bounds on how many
+/// sessions there may be.
+#[derive(Clone)]
+pub struct Sessions {
+    owners: Arc<Mutex<HashMap<HeaderValue, Option<Principal>>>>,
+    /// Most sessions in all, and per caller (the anonymous ones share one
+    /// count).
+    total: usize,
+    per_caller: usize,
+    /// The sessions the inner service still holds, to forget the others.
+    live: Option<Arc<LocalSessionManager>>,
+}
+
+impl Sessions {
+    /// Bindings for at most `total` sessions, `per_caller` per caller;
+    /// `live`, when given, says which sessions have not expired.
+    pub fn new(total: usize, per_caller: usize, live: Option<Arc<LocalSessionManager>>) -> Self {
+        Self {
+            owners: Arc::default(),
+            total,
+            per_caller,
+            live,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HeaderValue, Option<Principal>>> {
+        self.owners.lock().expect("sessions lock")
+    }
+
+    /// Forgets the sessions the inner service let expire.
+    async fn forget_expired(&self) {
+        let Some(live) = &self.live else { return };
+        let live = live.sessions.read().await;
+        self.lock().retain(|id, _| {
+            id.to_str()
+                .is_ok_and(|id| live.keys().any(|live| &**live == id))
+        });
+    }
+
+    /// True when `caller` may open one more session.
+    fn admits(&self, caller: &Option<Principal>) -> bool {
+        let owners = self.lock();
+        owners.len() < self.total
+            && owners.values().filter(|owner| *owner == caller).count() < self.per_caller
+    }
+}
+
+/// A request that may open a legacy session: a `POST` without a session
+/// id that is not of the 2026-07-28 era (whose requests carry
+/// `MCP-Protocol-Version: 2026-07-28` and open none).
+fn may_open_a_session(request: &Request) -> bool {
+    request.method() == http::Method::POST
+        && !request.headers().contains_key(MCP_SESSION_ID)
+        && request
+            .headers()
+            .get(MCP_PROTOCOL_VERSION)
+            .is_none_or(|version| version.as_bytes() < b"2026-07-28".as_slice())
+}
 
 /// Binds a legacy-era session (`Mcp-Session-Id`) to the caller that opened
 /// it: another caller presenting the id is answered 404, as for an unknown
-/// session, so a leaked id does not let it hear the session's stream.
+/// session, so a leaked id does not let it hear the session's stream. A
+/// binding is removed once the inner service accepted the session's
+/// `DELETE` (2xx) or answered that it no longer knows the session (404),
+/// and when the inner service let the session expire. A request that could
+/// open a session beyond the bounds is answered 429.
 pub async fn bind_sessions(
     State(sessions): State<Sessions>,
     request: Request,
@@ -73,22 +135,33 @@ pub async fn bind_sessions(
     let caller = request.extensions().get::<Principal>().cloned();
     let presented = request.headers().get(MCP_SESSION_ID).cloned();
     if let Some(id) = &presented {
-        let owner = sessions.0.lock().expect("sessions lock").get(id).cloned();
+        let owner = sessions.lock().get(id).cloned();
         if owner.is_some_and(|owner| owner != caller) {
             return rejection(StatusCode::NOT_FOUND, -32600, "Session not found");
         }
-        if request.method() == http::Method::DELETE {
-            sessions.0.lock().expect("sessions lock").remove(id);
+    }
+    if may_open_a_session(&request) {
+        sessions.forget_expired().await;
+        if !sessions.admits(&caller) {
+            return rejection(
+                StatusCode::TOO_MANY_REQUESTS,
+                -32600,
+                "Too many sessions: close one first",
+            );
         }
     }
+    let deleting = request.method() == http::Method::DELETE;
     let response = next.run(request).await;
-    if presented.is_none() {
-        if let Some(id) = response.headers().get(MCP_SESSION_ID) {
-            sessions
-                .0
-                .lock()
-                .expect("sessions lock")
-                .insert(id.clone(), caller);
+    let status = response.status();
+    match &presented {
+        Some(id) if (deleting && status.is_success()) || status == StatusCode::NOT_FOUND => {
+            sessions.lock().remove(id);
+        }
+        Some(_) => {}
+        None => {
+            if let Some(id) = response.headers().get(MCP_SESSION_ID) {
+                sessions.lock().insert(id.clone(), caller);
+            }
         }
     }
     response
@@ -106,8 +179,12 @@ fn principal_for(value: &HeaderValue) -> Option<Principal> {
         .map(|(_, name)| Principal::new(*name))
 }
 
-fn rejection(status: StatusCode, code: i64, message: &'static str) -> Response {
-    let body = json!({ "jsonrpc": "2.0", "error": { "code": code, "message": message } });
+/// A JSON-RPC error the middleware answers with itself: `"id": null`, as
+/// JSON-RPC says for an error whose request id is unknown, so that SDK
+/// clients show the message.
+pub(crate) fn rejection(status: StatusCode, code: i64, message: &'static str) -> Response {
+    let body =
+        json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } });
     (
         status,
         [(CONTENT_TYPE, "application/json")],

@@ -502,7 +502,10 @@ fn emit(event: &Event, data: &str, as_read: bool, out: &mut VecDeque<Bytes>) {
 impl EventRule for Guard {
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
         let Some(data) = event.data() else {
-            if event.is_comment_only() && event.is_plain() {
+            if event.is_comment_only()
+                && event.is_plain()
+                && std::str::from_utf8(&event.raw).is_ok()
+            {
                 // Comments are keep-alives.
                 out.push_back(event.raw);
             } else {

@@ -108,3 +108,9 @@ pub use self::service::ListenFilter;
 
 #[cfg(test)]
 mod tests;
+
+/// The stream guard of `filter`, for [`crate::fuzzing::guard`].
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzzing_guard(filter: crate::HonouredFilter) -> guard::Guard {
+    guard::Guard::new(filter)
+}
