@@ -14,11 +14,23 @@
 //! disagree, where either is `subscriptions/listen`, is answered with
 //! -32020. Other requests pass through, read only as far as their `method`.
 //!
-//! On the listen response's SSE stream the guard (on by default) narrows
-//! the inner service's acknowledgment to what both it and the honoured
-//! filter acknowledge, sends the ack first if the inner sent a message for
-//! the subscription before acknowledging it, and drops notifications outside
-//! the filter (and messages tagged with another subscription id).
+//! The guard (on by default, [`ListenFilterLayer::guard_stream`]) rules
+//! every answer to an honoured listen, whatever its `Content-Type` or
+//! `Content-Encoding`. The listen reaches the inner service without
+//! `Accept-Encoding`; an answer compressed anyway is replaced by a JSON-RPC
+//! error (-32603) for the listen id, and one that is not an event stream
+//! passes only as the listen's own answer. On an event stream only these
+//! pass, each re-checked against the honoured filter: the acknowledgment,
+//! rebuilt as the honoured ack narrowed to the inner's and the subscription
+//! tag (sent first if the inner did not); the honoured list-changed kinds;
+//! `notifications/resources/updated` for a covered URI;
+//! `notifications/tasks` for an honoured task; the listen's own answer (its
+//! error, or its `result` reduced to `_meta` and `resultType`); comments.
+//! Everything else is dropped and counted: other methods, requests, answers
+//! to other ids, batches, data that is not one JSON value, ambiguous or
+//! foreign subscription tags, an unterminated last block. An event whose
+//! bytes hold anything the guard did not parse is written anew from its
+//! parsed fields.
 //!
 //! A request with another method is read only as far as needed and replayed;
 //! it keeps being scanned as the inner service reads it, and a body with a
