@@ -67,16 +67,15 @@ impl Target {
         );
         JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
     }
-
-    /// The request's id.
-    pub(crate) fn id(&self) -> &str {
-        &self.id
-    }
 }
 
 impl JsonRule for Target {
     fn limit(&self) -> usize {
         self.profile.limits().max_rewritten_response
+    }
+
+    fn id(&self) -> &str {
+        &self.id
     }
 
     /// The rewritten response; an error answer, and an empty body, pass as

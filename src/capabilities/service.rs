@@ -9,7 +9,7 @@ use super::rewrite::{ResultRewrite, Target};
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::Method;
 use crate::http::classify::{is_encoded, is_event_stream, Classified, Head, Interest, Shape};
-use crate::http::intercept::{Decision, Gate, Later, Respond, Rules};
+use crate::http::intercept::{Decision, Gate, JsonRule, Later, Respond, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
 use crate::{Era, Rejection, ServerProfile};
@@ -149,8 +149,7 @@ impl Rules for CapabilitiesLayer {
             Respond::Events(ResultRewrite::new(target))
         } else {
             // JSON, any other type or none: a lenient client reads any body.
-            let id = target.id().into();
-            Respond::Json(target, id)
+            Respond::Json(target)
         }
     }
 }

@@ -80,9 +80,8 @@ pub(crate) enum Respond<R: Rules> {
     Replace(JsonRpcError, Box<str>),
     /// An event stream, ruled event by event.
     Events(R::Events),
-    /// Read whole (within the rule's limit) and rewritten; the request's id,
-    /// as JSON text, for an error in its place.
-    Json(R::Json, Box<str>),
+    /// Read whole (within the rule's limit) and rewritten.
+    Json(R::Json),
 }
 
 /// A request id the peek read, as JSON text, to answer with.
@@ -94,6 +93,9 @@ fn raw_id(id: Box<str>) -> Box<RawValue> {
 pub(crate) trait JsonRule {
     /// Most bytes read.
     fn limit(&self) -> usize;
+
+    /// The request's id, as JSON text, for an error in the response's place.
+    fn id(&self) -> &str;
 
     /// What becomes of the response: `text` is its body, `None` when it is
     /// longer than the limit, fails, or is not UTF-8.
@@ -356,8 +358,6 @@ pin_project! {
             read: Pin<Box<Rewind<ResBody>>>,
             parts: response::Parts,
             json: R::Json,
-            // The request's id, for an error in its place.
-            id: Box<RawValue>,
         },
         // Answered by the layer from the head alone.
         Refused {
@@ -536,12 +536,11 @@ where
                             parts.headers.remove(header::CONTENT_LENGTH);
                             Reply::events(body, rule)
                         }
-                        Respond::Json(json, id) => {
+                        Respond::Json(json) => {
                             self.as_mut().project_replace(Self::Rewriting {
                                 read: Box::pin(Rewind::new(body)),
                                 parts,
                                 json,
-                                id: raw_id(id),
                             });
                             continue;
                         }
@@ -555,7 +554,6 @@ where
                         mut read,
                         mut parts,
                         json,
-                        id,
                     } = self.as_mut().finish()
                     else {
                         unreachable!("the future was rewriting")
@@ -571,6 +569,7 @@ where
                         }
                         Rewritten::Kept => Reply::rewound(read),
                         Rewritten::Replaced(error) => {
+                            let id = raw_id(json.id().into());
                             return Poll::Ready(Ok(error.to_response(Some(&id))));
                         }
                     };
@@ -682,13 +681,13 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
                 Respond::Pass => Respond::Pass,
                 Respond::Replace(error, id) => Respond::Replace(error, id),
                 Respond::Events(rule) => Respond::Events(Either::Left(rule)),
-                Respond::Json(json, id) => Respond::Json(Either::Left(json), id),
+                Respond::Json(json) => Respond::Json(Either::Left(json)),
             },
             Either::Right(take) => match B::respond(take, parts) {
                 Respond::Pass => Respond::Pass,
                 Respond::Replace(error, id) => Respond::Replace(error, id),
                 Respond::Events(rule) => Respond::Events(Either::Right(rule)),
-                Respond::Json(json, id) => Respond::Json(Either::Right(json), id),
+                Respond::Json(json) => Respond::Json(Either::Right(json)),
             },
         }
     }
@@ -722,6 +721,13 @@ impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
         match self {
             Either::Left(rule) => rule.limit(),
             Either::Right(rule) => rule.limit(),
+        }
+    }
+
+    fn id(&self) -> &str {
+        match self {
+            Either::Left(rule) => rule.id(),
+            Either::Right(rule) => rule.id(),
         }
     }
 

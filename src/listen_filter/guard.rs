@@ -570,6 +570,10 @@ impl JsonRule for ListenAnswer {
         self.limit
     }
 
+    fn id(&self) -> &str {
+        self.guard.filter.subscription_id().get()
+    }
+
     fn rewrite(&self, text: Option<&str>) -> Rewritten {
         let Some(text) = text else {
             return Rewritten::Replaced(Self::replacement("the answer is too long or not UTF-8"));

@@ -143,17 +143,17 @@ impl Rules for ListenFilterLayer {
         let Some((filter, limit)) = take else {
             return Respond::Pass;
         };
-        let id = filter.subscription_id().get().into();
         if is_encoded(&parts.headers) {
             // Its Accept-Encoding was taken away: the inner compressed anyway.
             tracing::warn!(
                 "listen: the answer is compressed; compression belongs outside the layer"
             );
+            let id = filter.subscription_id().get().into();
             Respond::Replace(ListenAnswer::replacement("the answer is compressed"), id)
         } else if is_event_stream(&parts.headers) {
             Respond::Events(Guard::new(filter))
         } else {
-            Respond::Json(ListenAnswer::new(filter, limit), id)
+            Respond::Json(ListenAnswer::new(filter, limit))
         }
     }
 }
