@@ -19,8 +19,8 @@
 //! Anything the layer cannot turn into an answer carrying exactly the
 //! profile's managed capabilities is replaced by a JSON-RPC error (-32603,
 //! status 500, for the request id): a body that is not one JSON object, an
-//! answer for another id, a message with a member twice (two `result`, two
-//! `id`), a result and an error at once, a `result` or `capabilities` that is
+//! answer for another id, an `id`, `error` or `method` twice (every `result`
+//! is rewritten, however many), a result and an error at once, a `result` or `capabilities` that is
 //! not an object, an answer longer than `max_rewritten_response`, a compressed
 //! answer (logged as a warning: compression belongs outside the layer). On an
 //! SSE answer each event is judged: notifications, requests and answers for

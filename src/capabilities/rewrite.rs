@@ -285,51 +285,62 @@ fn rewrite_response(
     caps: &Advertised,
     private: bool,
 ) -> Result<String, Skip> {
-    // One checking pass over the response reads the three members it needs
-    // and, in `result`, where the values to replace are.
-    let (mut their_id, mut error, mut result) = (Ok(None), Ok(None), Ok(None));
-    let mut method = Ok(None);
+    // One checking pass over the response reads the members it needs and,
+    // in every `result`, where the values to replace are.
+    let (mut their_id, mut error, mut method) = (Ok(None), Ok(None), Ok(None));
     let mut places = Vec::new();
-    let (mut theirs, mut foreign, mut members, mut readable) = (None, false, 0, false);
-    let mut shapeless = false;
+    let mut results: Vec<ResultPlace> = Vec::new();
+    let (mut theirs, mut foreign, mut shapeless) = (None, false, false);
     json::Walk::document(text, |walk, key| {
         let slot = match &*key {
             "id" => &mut their_id,
             "error" => &mut error,
-            "result" => &mut result,
             "method" => &mut method,
+            "result" if walk.at_object() => {
+                let mut place = ResultPlace {
+                    first: places.len(),
+                    ..ResultPlace::default()
+                };
+                let (value, readable) = walk.members(|walk, key| {
+                    place.members += 1;
+                    let (value, put) = match key.as_ref() {
+                        "capabilities" => {
+                            shapeless |= !walk.at_object();
+                            let value = read_capabilities(walk, &mut foreign)?;
+                            theirs = Some(value);
+                            place.capabilities = true;
+                            (value, Put::Capabilities)
+                        }
+                        "cacheScope" if private => {
+                            place.scope = true;
+                            (walk.value()?, Put::Private)
+                        }
+                        _ => return walk.skip(),
+                    };
+                    places.push((json::span(text, value), put));
+                    Some(())
+                })?;
+                shapeless |= !readable;
+                place.close = json::span(text, value).end - 1;
+                results.push(place);
+                return Some(());
+            }
+            "result" => {
+                walk.skip()?;
+                shapeless = true;
+                results.push(ResultPlace::default());
+                return Some(());
+            }
             _ => return walk.skip(),
         };
-        let value = if key == "result" && walk.at_object() {
-            let (value, keys) = walk.members(|walk, key| {
-                members += 1;
-                let (value, put) = match key.as_ref() {
-                    "capabilities" => {
-                        shapeless |= !walk.at_object();
-                        let value = read_capabilities(walk, &mut foreign)?;
-                        theirs = Some(value);
-                        (value, Put::Capabilities)
-                    }
-                    "cacheScope" if private => (walk.value()?, Put::Private),
-                    _ => return walk.skip(),
-                };
-                places.push((json::span(text, value), put));
-                Some(())
-            })?;
-            readable = keys;
-            value
-        } else {
-            walk.value()?
-        };
-        json::record(slot, value);
+        json::record(slot, walk.value()?);
         Some(())
     })
     .ok_or(Skip::Broken("the message is not one JSON object"))?;
-    let (Ok(their_id), Ok(error), Ok(result), Ok(method)) = (their_id, error, result, method)
-    else {
+    let (Ok(their_id), Ok(error), Ok(method)) = (their_id, error, method) else {
         return Err(Skip::Broken("the message has a member twice"));
     };
-    if result.is_none() && error.is_none() {
+    if results.is_empty() && error.is_none() {
         if method.is_some() {
             // A request or a notification of the inner service's.
             return Err(Skip::Other);
@@ -340,16 +351,17 @@ fn rewrite_response(
     if !json::same_id(their_id, id) {
         return Err(Skip::Other);
     }
-    let result = match (result, error) {
-        (None, Some(_)) => return Err(Skip::Error),
-        (Some(result), None) => result,
-        _ => return Err(Skip::Broken("the response has both a result and an error")),
-    };
-    if !readable {
-        return Err(Skip::Broken("the result is not an object"));
+    match (results.is_empty(), error) {
+        (true, _) => return Err(Skip::Error),
+        (false, None) => {}
+        (false, Some(_)) => {
+            return Err(Skip::Broken("the response has both a result and an error"))
+        }
     }
     if shapeless {
-        return Err(Skip::Broken("the capabilities are not an object"));
+        return Err(Skip::Broken(
+            "a result or its capabilities is not an object",
+        ));
     }
 
     let merged = theirs
@@ -360,30 +372,54 @@ fn rewrite_response(
         Put::Capabilities => caps_json,
         Put::Private => "\"private\"",
     };
-    // Members `result` lacks go before its closing brace.
-    let mut missing = String::new();
-    let mut add = |key: &str, put| {
-        if members > 0 || !missing.is_empty() {
-            missing.push(',');
+    // Every `result` (a second one is read by parsers that keep the last of
+    // duplicate keys) gets its values replaced, and what it lacks added
+    // before its closing brace.
+    let mut missing = vec![String::new(); results.len()];
+    let mut edits: Vec<(Range<usize>, &str)> = Vec::with_capacity(places.len() + results.len());
+    for (place, missing) in results.iter().zip(&mut missing) {
+        let mut add = |key: &str, put| {
+            if place.members > 0 || !missing.is_empty() {
+                missing.push(',');
+            }
+            missing.push('"');
+            missing.push_str(key);
+            missing.push_str("\":");
+            missing.push_str(replacement(put));
+        };
+        if !place.capabilities {
+            add("capabilities", Put::Capabilities);
         }
-        missing.push('"');
-        missing.push_str(key);
-        missing.push_str("\":");
-        missing.push_str(replacement(put));
-    };
-    if theirs.is_none() {
-        add("capabilities", Put::Capabilities);
+        if private && !place.scope {
+            add("cacheScope", Put::Private);
+        }
     }
-    if private && !places.iter().any(|(_, put)| matches!(put, Put::Private)) {
-        add("cacheScope", Put::Private);
+    let ends = results
+        .iter()
+        .skip(1)
+        .map(|r| r.first)
+        .chain([places.len()]);
+    for ((place, end), missing) in results.iter().zip(ends).zip(&missing) {
+        edits.extend(
+            places[place.first..end]
+                .iter()
+                .map(|(range, put)| (range.clone(), replacement(*put))),
+        );
+        edits.push((place.close..place.close, missing));
     }
-    let mut edits: Vec<(Range<usize>, &str)> = places
-        .into_iter()
-        .map(|(range, put)| (range, replacement(put)))
-        .collect();
-    let close = json::span(text, result).end - 1;
-    edits.push((close..close, &missing));
     Ok(json::splice(text, &edits))
+}
+
+/// Where a `result` object is, and what it holds of what is replaced.
+#[derive(Default)]
+struct ResultPlace {
+    /// The index of its first place in the list of values to replace.
+    first: usize,
+    /// The offset of its closing brace.
+    close: usize,
+    members: usize,
+    capabilities: bool,
+    scope: bool,
 }
 
 /// Walks the inner's capabilities; sets `foreign` when they may hold a key
@@ -553,6 +589,25 @@ mod tests {
     }
 
     #[test]
+    fn every_result_is_rewritten() {
+        // A parser that keeps the first `result` and one that keeps the last
+        // both read the profile's capabilities.
+        let body = r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"prompts":{}},"a":1},"result":{"b":2}}"#;
+        let out =
+            rewrite_response(body, "1", &Advertised::new(obj(json!({"tools": {}}))), true).unwrap();
+        assert_eq!(
+            out,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tools":{}},"a":1,"cacheScope":"private"},"result":{"b":2,"capabilities":{"tools":{}},"cacheScope":"private"}}"#
+        );
+        let empty = r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#;
+        let out = rewrite(empty, false).unwrap();
+        assert_eq!(
+            out["result"],
+            json!({"capabilities": {"tools": {"listChanged": true}}})
+        );
+    }
+
+    #[test]
     fn rewrite_skips_what_it_must_not_touch() {
         assert_eq!(
             rewrite(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, false),
@@ -574,7 +629,7 @@ mod tests {
             r#"{"id":1,"result":{}} {"id":1,"result":{}}"#,
             r#"{"id":1,"result":[]}"#,
             r#"{"id":1,"id":1,"result":{}}"#,
-            r#"{"id":1,"result":{},"result":{}}"#,
+            r#"{"id":1,"result":{},"result":[]}"#,
             r#"{"id":1,"result":{},"error":{"code":1}}"#,
             r#"{"id":1,"method":"x","result":{},"method":"y"}"#,
             r#"{"id":1,"result":{"capabilities":[]}}"#,
@@ -687,7 +742,7 @@ mod tests {
             } else if !error.is_empty() {
                 Err(Skip::Broken("the response has both a result and an error"))
             } else if shapeless {
-                Err(Skip::Broken("the capabilities are not an object"))
+                Err(Skip::Broken("a result or its capabilities is not an object"))
             } else {
                 let mut result = json!({"capabilities": model, "n": 1});
                 if scopes > 0 || private {

@@ -738,14 +738,12 @@ async fn answers_of_any_type_are_rewritten() {
 
 #[tokio::test]
 async fn unreadable_answers_are_replaced_and_empty_ones_kept() {
-    let twice = DISCOVER_RESULT.replacen(r#""result":"#, r#""result":{},"result":"#, 1);
     let both = DISCOVER_RESULT.replacen(r#""result":"#, r#""error":{"code":1},"result":"#, 1);
     let shapeless = r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":[{"tools":{}}]}}"#;
     for body in [
         "{not json",
         r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
         &format!("{DISCOVER_RESULT}{DISCOVER_RESULT}"),
-        &twice,
         &both,
         shapeless,
         "\u{feff}{}",
@@ -1541,17 +1539,17 @@ fn response_future_is_send_for_send_parts() {
 
 /// On an SSE answer, what could be read as the answer but cannot be
 /// rewritten becomes the layer's error, at every split of the stream: an
-/// event holding two JSON values, an unterminated last block, a result with
-/// two `result` members. A priming event with empty data passes.
+/// event holding two JSON values, an unterminated last block, a result and
+/// an error at once. A priming event with empty data passes.
 #[tokio::test]
 async fn sse_answers_the_layer_cannot_vouch_for_are_replaced() {
     let two = format!("data: {DISCOVER_RESULT}\ndata: {DISCOVER_RESULT}\n\n");
     let unterminated = format!("id: 0\ndata:\n\ndata: {DISCOVER_RESULT}");
-    let twice = format!(
+    let both = format!(
         "data: {}\n\n",
-        DISCOVER_RESULT.replacen(r#""result":"#, r#""result":{},"result":"#, 1)
+        DISCOVER_RESULT.replacen(r#""result":"#, r#""error":{"code":1},"result":"#, 1)
     );
-    for stream in [two, unterminated, twice] {
+    for stream in [two, unterminated, both] {
         for size in 1..stream.len() {
             let reply = Reply::sse(&stream).split(size);
             let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), reply).await;
@@ -1569,5 +1567,34 @@ async fn sse_answers_the_layer_cannot_vouch_for_are_replaced() {
                 "split {size}: the inner's capabilities"
             );
         }
+    }
+}
+
+/// A result twice: both are rewritten, so a parser that keeps the first and
+/// one that keeps the last both read the profile's capabilities.
+#[tokio::test]
+async fn every_result_of_an_answer_is_rewritten() {
+    let twice = DISCOVER_RESULT.replacen(
+        r#""result":"#,
+        r#""result":{"capabilities":{"prompts":{}}},"result":"#,
+        1,
+    );
+    for reply in [
+        Reply::json(&twice),
+        Reply::sse(&format!("data: {twice}\n\n")),
+    ] {
+        let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), reply).await;
+        let text = out.text();
+        let data = text.strip_prefix("data: ").unwrap_or(&text).trim_end();
+        let last: Value = serde_json::from_str(data).unwrap();
+        assert_eq!(
+            last["result"]["capabilities"]["tools"],
+            json!({"listChanged": true}),
+            "{data}"
+        );
+        assert!(
+            !data.contains(r#""prompts":{}"#),
+            "the first result is rewritten too: {data}"
+        );
     }
 }
