@@ -1585,7 +1585,7 @@ async fn every_result_of_an_answer_is_rewritten() {
     ] {
         let (out, _) = run(&profile(), discover_request(Counted::one(DISCOVER)), reply).await;
         let text = out.text();
-        let data = text.strip_prefix("data: ").unwrap_or(&text).trim_end();
+        let data = text.strip_prefix("data: ").unwrap_or(text).trim_end();
         let last: Value = serde_json::from_str(data).unwrap();
         assert_eq!(
             last["result"]["capabilities"]["tools"],

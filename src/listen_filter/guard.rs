@@ -98,10 +98,7 @@ impl Guard {
         let subscription_id = self.filter.subscription_id().get();
         let Some(method) = method else {
             // A response: only the listen's own (its end) belongs here.
-            return match id {
-                Some(id) if json::same_id(id, subscription_id) => self.answer(result, error),
-                _ => Verdict::Drop("response to another request"),
-            };
+            return answer(subscription_id, id, result, error);
         };
         if id.is_some() || result.is_some() || error.is_some() {
             return Verdict::Drop("not a notification");
@@ -150,22 +147,30 @@ impl Guard {
             _ => Verdict::Drop("acknowledgment without one notifications object"),
         }
     }
+}
 
-    /// The listen's own answer, rebuilt from what was read of it.
-    fn answer(&self, result: Option<Reduction>, error: Option<&str>) -> Verdict {
-        let id = self.filter.subscription_id().get();
-        match (result, error) {
-            (None, Some(error)) => {
-                Verdict::Answer(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#))
-            }
-            (Some(Reduction::Members(members)), None) => Verdict::Answer(format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"result":{{{members}}}}}"#
-            )),
-            (Some(Reduction::Unreadable), None) => {
-                Verdict::Drop("an answer whose result cannot be read")
-            }
-            _ => Verdict::Drop("an answer with both or neither of result and error"),
+/// The verdict on a response read of a listen's answer: only the listen's
+/// own passes, rebuilt from what was read of it.
+fn answer(
+    subscription_id: &str,
+    id: Option<&str>,
+    result: Option<Reduction>,
+    error: Option<&str>,
+) -> Verdict {
+    if !id.is_some_and(|id| json::same_id(id, subscription_id)) {
+        return Verdict::Drop("response to another request");
+    }
+    match (result, error) {
+        (None, Some(error)) => Verdict::Answer(format!(
+            r#"{{"jsonrpc":"2.0","id":{subscription_id},"error":{error}}}"#
+        )),
+        (Some(Reduction::Members(members)), None) => Verdict::Answer(format!(
+            r#"{{"jsonrpc":"2.0","id":{subscription_id},"result":{{{members}}}}}"#
+        )),
+        (Some(Reduction::Unreadable), None) => {
+            Verdict::Drop("an answer whose result cannot be read")
         }
+        _ => Verdict::Drop("an answer with both or neither of result and error"),
     }
 }
 
@@ -543,16 +548,13 @@ impl EventRule for Guard {
 /// The answer to a listen that is not an event stream: read whole as one
 /// JSON-RPC message, it passes only as the listen's own answer, rebuilt.
 pub(crate) struct ListenAnswer {
-    guard: Guard,
+    filter: HonouredFilter,
     limit: usize,
 }
 
 impl ListenAnswer {
     pub(crate) fn new(filter: HonouredFilter, limit: usize) -> Self {
-        Self {
-            guard: Guard::new(filter),
-            limit,
-        }
+        Self { filter, limit }
     }
 
     /// The error in place of an answer that is not the listen's own.
@@ -571,7 +573,7 @@ impl JsonRule for ListenAnswer {
     }
 
     fn id(&self) -> &str {
-        self.guard.filter.subscription_id().get()
+        self.filter.subscription_id().get()
     }
 
     fn rewrite(&self, text: Option<&str>) -> Rewritten {
@@ -581,7 +583,17 @@ impl JsonRule for ListenAnswer {
         if text.trim_ascii().is_empty() {
             return Rewritten::Kept;
         }
-        match self.guard.judge(text) {
+        let verdict = match Message::read(text) {
+            Some(Message {
+                method: Ok(None),
+                id: Ok(id),
+                result: Ok(result),
+                error: Ok(error),
+                ..
+            }) => answer(self.id(), id, result, error),
+            _ => Verdict::Drop("not a response"),
+        };
+        match verdict {
             Verdict::Answer(answer) => Rewritten::Body(answer),
             _ => Rewritten::Replaced(Self::replacement("the answer is not the listen's own")),
         }
