@@ -78,7 +78,7 @@ pub fn scan(chunks: &[&[u8]]) -> (Outcome, usize) {
 /// method where the whole-body scan says `Invalid`, never where it says
 /// `DuplicateMethod`.
 pub fn peek_watching(body: &[u8]) -> Outcome {
-    let body = once::Once(Some(Bytes::copy_from_slice(body)));
+    let body = once::Chunks([Bytes::copy_from_slice(body)].into());
     let limits = PeekLimits {
         method: usize::MAX,
         listen: usize::MAX,
@@ -101,7 +101,7 @@ mod once {
 
     use bytes::Bytes;
 
-    /// Chunks, then the end.
+    /// Chunks, then the end, known as soon as the last chunk was taken.
     pub(super) struct Chunks(pub(super) VecDeque<Bytes>);
 
     impl http_body::Body for Chunks {
@@ -118,24 +118,9 @@ mod once {
                     .map(|data| Ok(http_body::Frame::data(data))),
             )
         }
-    }
-
-    /// One chunk, then the end, known as soon as the chunk was taken.
-    pub(super) struct Once(pub(super) Option<Bytes>);
-
-    impl http_body::Body for Once {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-            std::task::Poll::Ready(self.0.take().map(|data| Ok(http_body::Frame::data(data))))
-        }
 
         fn is_end_stream(&self) -> bool {
-            self.0.is_none()
+            self.0.is_empty()
         }
     }
 }

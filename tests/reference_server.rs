@@ -410,27 +410,10 @@ async fn discover_advertises_exactly_what_is_served() {
 async fn legacy_initialize_gets_the_legacy_capabilities_and_a_session() {
     let server = Server::start().await;
     let port = server.port;
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": { "name": "reference-test", "version": "1" },
-        },
-    })
-    .to_string();
-    let json = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Authorization", "Bearer alice-token"),
-    ];
-    let response = request(port, "POST", &json, Some(&body)).await;
-    assert_eq!(response.status, 200);
-    let session = response
-        .header("mcp-session-id")
-        .expect("a legacy session")
-        .to_owned();
-    let result = response.message().await["result"].clone();
+    let (status, session, message) = initialize(port, ALICE).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a legacy session");
+    let result = message["result"].clone();
     assert_eq!(result["protocolVersion"], LEGACY);
     assert_eq!(
         result["capabilities"],

@@ -13,8 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::codec::sse::{self, Event};
 use crate::http::event_stream::EventRule;
-use crate::http::intercept::{JsonRule, Rewritten};
-use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
+use crate::http::intercept::{replaced, AnswerRule, Rewritten};
 use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
@@ -57,19 +56,11 @@ impl Target {
         let private = self.narrowed.is_some() && self.era == Era::Modern;
         rewrite_response(text, &self.id, caps, private)
     }
-
-    /// The error that takes the place of an answer the layer cannot vouch
-    /// for: the inner service's capabilities never pass.
-    pub(crate) fn replacement(&self, reason: &'static str) -> JsonRpcError {
-        tracing::warn!(
-            reason,
-            "capabilities: the inner service's answer was replaced by an error"
-        );
-        JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
-    }
 }
 
-impl JsonRule for Target {
+impl AnswerRule for Target {
+    type Events = ResultRewrite;
+
     fn limit(&self) -> usize {
         self.profile.limits().max_rewritten_response
     }
@@ -82,7 +73,7 @@ impl JsonRule for Target {
     /// they came; anything else is replaced.
     fn rewrite(&self, text: Option<&str>) -> Rewritten {
         let Some(text) = text else {
-            return Rewritten::Replaced(self.replacement("the answer is too long or not UTF-8"));
+            return Rewritten::Replaced(replaced("the answer is too long or not UTF-8"));
         };
         if text.trim_ascii().is_empty() {
             return Rewritten::Kept;
@@ -90,11 +81,13 @@ impl JsonRule for Target {
         match Target::rewrite(self, text) {
             Ok(text) => Rewritten::Body(text),
             Err(Skip::Error) => Rewritten::Kept,
-            Err(Skip::Other) => {
-                Rewritten::Replaced(self.replacement("the answer is for another request"))
-            }
-            Err(Skip::Broken(reason)) => Rewritten::Replaced(self.replacement(reason)),
+            Err(Skip::Other) => Rewritten::Replaced(replaced("the answer is for another request")),
+            Err(Skip::Broken(reason)) => Rewritten::Replaced(replaced(reason)),
         }
+    }
+
+    fn into_events(self) -> ResultRewrite {
+        ResultRewrite::new(self)
     }
 }
 
@@ -126,7 +119,7 @@ impl ResultRewrite {
 
     /// The error event for `reason`.
     fn replaced(&self, reason: &'static str) -> Bytes {
-        let error = self.target.replacement(reason);
+        let error = replaced(reason);
         let id: Box<RawValue> =
             RawValue::from_string(self.target.id().to_owned()).expect("the id was read as JSON");
         let data = error.to_body(Some(&id));

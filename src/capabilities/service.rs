@@ -2,14 +2,13 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::response;
 use http_body::Body;
 
 use super::rewrite::{ResultRewrite, Target};
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::Method;
-use crate::http::classify::{is_encoded, is_event_stream, Classified, Head, Interest, Shape};
-use crate::http::intercept::{Decision, Gate, JsonRule, Later, Respond, Rules};
+use crate::http::classify::{Classified, Head, Interest, Shape};
+use crate::http::intercept::{Decision, Gate, Later, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
 use crate::{Era, Rejection, ServerProfile};
@@ -55,7 +54,7 @@ impl Rules for CapabilitiesLayer {
     type Take = Target;
     type Whole = Infallible;
     type Events = ResultRewrite;
-    type Json = Target;
+    type Answer = Target;
 
     fn limits(&self) -> PeekLimits {
         self.limits
@@ -136,20 +135,7 @@ impl Rules for CapabilitiesLayer {
         match whole {}
     }
 
-    fn respond(target: Target, parts: &response::Parts) -> Respond<Self> {
-        let headers = &parts.headers;
-        if is_encoded(headers) {
-            // Its Accept-Encoding was taken away: the inner compressed anyway.
-            tracing::warn!(
-                "capabilities: the answer is compressed; compression belongs outside the layer"
-            );
-            let id = target.id().into();
-            Respond::Replace(target.replacement("the answer is compressed"), id)
-        } else if is_event_stream(headers) {
-            Respond::Events(ResultRewrite::new(target))
-        } else {
-            // JSON, any other type or none: a lenient client reads any body.
-            Respond::Json(target)
-        }
+    fn answer(target: Target) -> Option<Target> {
+        Some(target)
     }
 }

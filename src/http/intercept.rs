@@ -23,14 +23,16 @@ use serde_json::value::RawValue;
 use tower_service::Service;
 
 use super::body::RequestBody;
-use super::classify::{batch_names, Classified, Head, Interest, Shape};
+use super::classify::{
+    batch_names, is_encoded, is_event_stream, Classified, Head, Interest, Shape,
+};
 use super::event_stream::EventRule;
 use super::peek::{Peek, PeekLimits};
 use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
 use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::Event;
-use crate::jsonrpc::JsonRpcError;
+use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
 use crate::Rejection;
 
 /// One of two things, for the rules of two layers in one.
@@ -72,16 +74,13 @@ pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
 pub(crate) type Later<T> =
     Pin<Box<dyn Future<Output = Result<(Parts, Bytes, T), Refusal>> + Send + 'static>>;
 
-/// What a layer does with the response to a request it took.
-pub(crate) enum Respond<R: Rules> {
-    /// Passes untouched.
-    Pass,
-    /// Replaced by this error for the request's id, unread.
-    Replace(JsonRpcError, Box<str>),
-    /// An event stream, ruled event by event.
-    Events(R::Events),
-    /// Read whole (within the rule's limit) and rewritten.
-    Json(R::Json),
+/// The error that takes the place of an answer a layer cannot vouch for.
+pub(crate) fn replaced(reason: &'static str) -> JsonRpcError {
+    tracing::warn!(
+        reason,
+        "the inner service's answer was replaced by an error"
+    );
+    JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
 }
 
 /// A request id the peek read, as JSON text, to answer with.
@@ -89,20 +88,30 @@ fn raw_id(id: Box<str>) -> Box<RawValue> {
     RawValue::from_string(id.into()).expect("the peek read the id as JSON")
 }
 
-/// The rewrite of a response read whole.
-pub(crate) trait JsonRule {
-    /// Most bytes read.
+/// How a layer checks the answer to a request it took. The plumbing routes
+/// the answer, whatever its `Content-Type`: a compressed one is replaced by
+/// an error for the request's id (the request went without its
+/// `Accept-Encoding`), an event stream is ruled event by event, and any other
+/// body is read whole and rewritten.
+pub(crate) trait AnswerRule {
+    /// The rule of an event stream.
+    type Events: EventRule;
+
+    /// Most bytes read of an answer that is not a stream.
     fn limit(&self) -> usize;
 
-    /// The request's id, as JSON text, for an error in the response's place.
+    /// The request's id, as JSON text, for an error in the answer's place.
     fn id(&self) -> &str;
 
-    /// What becomes of the response: `text` is its body, `None` when it is
-    /// longer than the limit, fails, or is not UTF-8.
+    /// What becomes of an answer read whole: `text` is its body, `None` when
+    /// it is longer than the limit, fails, or is not UTF-8.
     fn rewrite(&self, text: Option<&str>) -> Rewritten;
+
+    /// The rule of the answer, an event stream.
+    fn into_events(self) -> Self::Events;
 }
 
-/// What a [`JsonRule`] makes of a response read whole.
+/// What an [`AnswerRule`] makes of an answer read whole.
 pub(crate) enum Rewritten {
     /// Passes as it came.
     Kept,
@@ -120,8 +129,8 @@ pub(crate) trait Rules: Clone {
     type Whole;
     /// The rule of the event streams of taken requests.
     type Events: EventRule;
-    /// The rewrite of the JSON responses of taken requests.
-    type Json: JsonRule;
+    /// The check of the answers to taken requests.
+    type Answer: AnswerRule<Events = Self::Events>;
 
     /// The methods the layer intercepts.
     fn interest(&self) -> Interest;
@@ -158,8 +167,9 @@ pub(crate) trait Rules: Clone {
     where
         F: FnOnce(Self::Take) -> T + Send + 'static;
 
-    /// What becomes of the response to a taken request.
-    fn respond(take: Self::Take, parts: &response::Parts) -> Respond<Self>;
+    /// The check of the answer to a taken request; `None` passes it
+    /// untouched.
+    fn answer(take: Self::Take) -> Option<Self::Answer>;
 }
 
 /// Calls `inner` through `rules`. `inner` must have been readied by
@@ -357,7 +367,7 @@ pin_project! {
         Rewriting {
             read: Pin<Box<Rewind<ResBody>>>,
             parts: response::Parts,
-            json: R::Json,
+            json: R::Answer,
         },
         // Answered by the layer from the head alone.
         Refused {
@@ -520,32 +530,31 @@ where
                 }
                 StateProj::Calling { future, take } => {
                     let response = ready!(future.poll(cx))?;
-                    let Some(take) = take.take() else {
+                    let Some(rule) = take.take().and_then(R::answer) else {
                         self.as_mut().finish();
                         return Poll::Ready(Ok(response.map(|body| Reply::PassThrough { body })));
                     };
                     let (mut parts, body) = response.into_parts();
-                    let body = match R::respond(take, &parts) {
-                        Respond::Pass => Reply::PassThrough { body },
-                        Respond::Replace(error, id) => {
-                            self.as_mut().finish();
-                            let id = raw_id(id);
-                            return Poll::Ready(Ok(error.to_response(Some(&id))));
-                        }
-                        Respond::Events(rule) => {
-                            parts.headers.remove(header::CONTENT_LENGTH);
-                            Reply::events(body, rule)
-                        }
-                        Respond::Json(json) => {
-                            self.as_mut().project_replace(Self::Rewriting {
-                                read: Box::pin(Rewind::new(body)),
-                                parts,
-                                json,
-                            });
-                            continue;
-                        }
-                    };
+                    if is_encoded(&parts.headers) {
+                        self.as_mut().finish();
+                        let error = replaced(
+                            "the answer is compressed: compression belongs outside the layer",
+                        );
+                        let id = raw_id(rule.id().into());
+                        return Poll::Ready(Ok(error.to_response(Some(&id))));
+                    }
+                    if !is_event_stream(&parts.headers) {
+                        // JSON, any other type or none: a lenient client reads any body.
+                        self.as_mut().project_replace(Self::Rewriting {
+                            read: Box::pin(Rewind::new(body)),
+                            parts,
+                            json: rule,
+                        });
+                        continue;
+                    }
+                    parts.headers.remove(header::CONTENT_LENGTH);
                     self.as_mut().finish();
+                    let body = Reply::events(body, rule.into_events());
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
                 }
                 StateProj::Rewriting { read, json, .. } => {
@@ -594,7 +603,7 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
     type Take = Either<A::Take, B::Take>;
     type Whole = Either<A::Whole, B::Whole>;
     type Events = Either<A::Events, B::Events>;
-    type Json = Either<A::Json, B::Json>;
+    type Answer = Either<A::Answer, B::Answer>;
 
     fn interest(&self) -> Interest {
         self.0.interest().and(self.1.interest())
@@ -675,20 +684,10 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         }
     }
 
-    fn respond(take: Self::Take, parts: &response::Parts) -> Respond<Self> {
+    fn answer(take: Self::Take) -> Option<Self::Answer> {
         match take {
-            Either::Left(take) => match A::respond(take, parts) {
-                Respond::Pass => Respond::Pass,
-                Respond::Replace(error, id) => Respond::Replace(error, id),
-                Respond::Events(rule) => Respond::Events(Either::Left(rule)),
-                Respond::Json(json) => Respond::Json(Either::Left(json)),
-            },
-            Either::Right(take) => match B::respond(take, parts) {
-                Respond::Pass => Respond::Pass,
-                Respond::Replace(error, id) => Respond::Replace(error, id),
-                Respond::Events(rule) => Respond::Events(Either::Right(rule)),
-                Respond::Json(json) => Respond::Json(Either::Right(json)),
-            },
+            Either::Left(take) => A::answer(take).map(Either::Left),
+            Either::Right(take) => B::answer(take).map(Either::Right),
         }
     }
 }
@@ -716,7 +715,9 @@ impl<A: EventRule, B: EventRule> EventRule for Either<A, B> {
     }
 }
 
-impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
+impl<A: AnswerRule, B: AnswerRule> AnswerRule for Either<A, B> {
+    type Events = Either<A::Events, B::Events>;
+
     fn limit(&self) -> usize {
         match self {
             Either::Left(rule) => rule.limit(),
@@ -735,6 +736,13 @@ impl<A: JsonRule, B: JsonRule> JsonRule for Either<A, B> {
         match self {
             Either::Left(rule) => rule.rewrite(text),
             Either::Right(rule) => rule.rewrite(text),
+        }
+    }
+
+    fn into_events(self) -> Self::Events {
+        match self {
+            Either::Left(rule) => Either::Left(rule.into_events()),
+            Either::Right(rule) => Either::Right(rule.into_events()),
         }
     }
 }

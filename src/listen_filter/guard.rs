@@ -11,8 +11,7 @@ use crate::codec::json;
 use crate::codec::sse::{self, Event};
 use crate::filter::{HonouredFilter, Topic};
 use crate::http::event_stream::EventRule;
-use crate::http::intercept::{JsonRule, Rewritten};
-use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
+use crate::http::intercept::{replaced, AnswerRule, Rewritten};
 
 /// The `_meta` key that tags every message of a listen stream.
 pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -556,18 +555,11 @@ impl ListenAnswer {
     pub(crate) fn new(filter: HonouredFilter, limit: usize) -> Self {
         Self { filter, limit }
     }
-
-    /// The error in place of an answer that is not the listen's own.
-    pub(crate) fn replacement(reason: &'static str) -> JsonRpcError {
-        tracing::warn!(
-            reason,
-            "listen: the inner service's answer was replaced by an error"
-        );
-        JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
-    }
 }
 
-impl JsonRule for ListenAnswer {
+impl AnswerRule for ListenAnswer {
+    type Events = Guard;
+
     fn limit(&self) -> usize {
         self.limit
     }
@@ -578,7 +570,7 @@ impl JsonRule for ListenAnswer {
 
     fn rewrite(&self, text: Option<&str>) -> Rewritten {
         let Some(text) = text else {
-            return Rewritten::Replaced(Self::replacement("the answer is too long or not UTF-8"));
+            return Rewritten::Replaced(replaced("the answer is too long or not UTF-8"));
         };
         if text.trim_ascii().is_empty() {
             return Rewritten::Kept;
@@ -597,8 +589,12 @@ impl JsonRule for ListenAnswer {
             // Already as it would be rebuilt: passes as it came.
             Verdict::Answer(answer) if answer == text => Rewritten::Kept,
             Verdict::Answer(answer) => Rewritten::Body(answer),
-            _ => Rewritten::Replaced(Self::replacement("the answer is not the listen's own")),
+            _ => Rewritten::Replaced(replaced("the answer is not the listen's own")),
         }
+    }
+
+    fn into_events(self) -> Guard {
+        Guard::new(self.filter)
     }
 }
 

@@ -1,6 +1,5 @@
 use bytes::Bytes;
 use http::request::Parts;
-use http::response;
 use http_body::Body;
 
 use super::guard::{Guard, ListenAnswer};
@@ -8,8 +7,8 @@ use super::request::ListenRequest;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
-use crate::http::classify::{is_encoded, is_event_stream, Classified, Head, Interest, Shape};
-use crate::http::intercept::{Decision, Gate, Later, Refusal, Respond, Rules};
+use crate::http::classify::{Classified, Head, Interest, Shape};
+use crate::http::intercept::{Decision, Gate, Later, Refusal, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
 use crate::{HonouredFilter, Rejection, ServerProfile};
@@ -57,7 +56,7 @@ impl Rules for ListenFilterLayer {
     type Take = Option<(HonouredFilter, usize)>;
     type Whole = Whole;
     type Events = Guard;
-    type Json = ListenAnswer;
+    type Answer = ListenAnswer;
 
     fn limits(&self) -> PeekLimits {
         self.limits
@@ -139,22 +138,8 @@ impl Rules for ListenFilterLayer {
         })
     }
 
-    fn respond(take: Option<(HonouredFilter, usize)>, parts: &response::Parts) -> Respond<Self> {
-        let Some((filter, limit)) = take else {
-            return Respond::Pass;
-        };
-        if is_encoded(&parts.headers) {
-            // Its Accept-Encoding was taken away: the inner compressed anyway.
-            tracing::warn!(
-                "listen: the answer is compressed; compression belongs outside the layer"
-            );
-            let id = filter.subscription_id().get().into();
-            Respond::Replace(ListenAnswer::replacement("the answer is compressed"), id)
-        } else if is_event_stream(&parts.headers) {
-            Respond::Events(Guard::new(filter))
-        } else {
-            Respond::Json(ListenAnswer::new(filter, limit))
-        }
+    fn answer(take: Option<(HonouredFilter, usize)>) -> Option<ListenAnswer> {
+        take.map(|(filter, limit)| ListenAnswer::new(filter, limit))
     }
 }
 
