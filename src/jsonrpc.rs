@@ -19,6 +19,9 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// The server failed to produce a valid answer.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// The resource does not exist (or the caller may not know it does), as the
+/// 2025-11-25 resources page defines.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// An `Mcp-*` header disagrees with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// The request needs a client capability it did not declare.

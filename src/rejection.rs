@@ -7,7 +7,9 @@ use http::{Response, StatusCode};
 use serde_json::value::RawValue;
 
 use crate::filter::ListenError;
-use crate::jsonrpc::{JsonRpcError, HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR};
+use crate::jsonrpc::{
+    JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RESOURCE_NOT_FOUND,
+};
 
 /// Why a layer answered a request itself instead of calling the inner service.
 ///
@@ -36,6 +38,14 @@ pub enum Rejection {
     Encoded,
     /// The listen filter was not honoured.
     Listen(ListenError),
+    /// A `resources/subscribe` whose `params` name no URI (-32602, 400); the
+    /// message says why.
+    InvalidParams(&'static str),
+    /// A `resources/subscribe` for a URI the caller may not read, or that
+    /// does not exist: the two are answered alike (-32002, 400).
+    ResourceNotFound,
+    /// A `resources/subscribe` the subscription hook refused (-32602, 400).
+    SubscriptionRefused,
 }
 
 impl Rejection {
@@ -62,6 +72,13 @@ impl Rejection {
             )
             .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Listen(error) => error.to_jsonrpc(),
+            Self::InvalidParams(message) => JsonRpcError::new(INVALID_PARAMS, *message),
+            Self::ResourceNotFound => JsonRpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
+                .with_status(StatusCode::BAD_REQUEST),
+            Self::SubscriptionRefused => JsonRpcError::new(
+                INVALID_PARAMS,
+                "subscriptions are not supported for this resource",
+            ),
         }
     }
 

@@ -39,6 +39,8 @@ struct Lenient {
     capabilities: AtomicUsize,
     /// Listens it acknowledged as it read them (no honoured filter).
     unhonoured_listens: AtomicUsize,
+    /// The last body it read.
+    body: std::sync::Mutex<Bytes>,
 }
 
 impl Lenient {
@@ -66,6 +68,7 @@ impl Lenient {
             .await
             .map_err(Into::into)?
             .to_bytes();
+        *self.body.lock().unwrap() = body.clone();
         let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let id = message.get("id").cloned().unwrap_or(json!(1));
         let answer = match message["method"].as_str() {
@@ -756,5 +759,181 @@ async fn a_listen_answered_other_than_by_a_stream_passes_only_as_its_own_answer(
     };
     for (response, _) in guarded(canned).await {
         assert!(response.body().is_empty());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The legacy era: `resources/subscribe` at the edge.
+// ---------------------------------------------------------------------------
+
+/// `resources/subscribe` of `params`, id 7.
+fn subscribe(params: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":7,"method":"resources/subscribe","params":{params}}}"#)
+}
+
+/// A profile whose subscription hook refuses `demo://public/static`.
+fn subscribe_profile() -> ServerProfile {
+    ServerProfile::builder()
+        .resource_access(common::public_only)
+        .subscription_hook(|uris: &[&str]| {
+            std::future::ready(uris.iter().map(|uri| !uri.ends_with("/static")).collect())
+        })
+        .build()
+        .unwrap()
+}
+
+/// `request` through the listen filter of `subscribe_profile`, alone,
+/// stacked and as `EdgeLayer`, in front of a fresh lenient inner each.
+async fn through_listen_filters<B>(
+    request: impl Fn() -> Request<B>,
+) -> Vec<(Response<Bytes>, Arc<Lenient>)>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError> + Send + 'static,
+{
+    let mut out = Vec::new();
+    for stack in [Stack::Listen, Stack::Stacked, Stack::Edge] {
+        let lenient = Arc::new(Lenient::default());
+        let inner = Inner(lenient.clone());
+        let p = subscribe_profile();
+        let response = match stack {
+            Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request()).await,
+            Stack::Stacked => {
+                let service = ServiceBuilder::new()
+                    .layer(CapabilitiesLayer::new(p.clone()))
+                    .layer(ListenFilterLayer::new(p))
+                    .service(inner);
+                collect(service, request()).await
+            }
+            _ => collect(EdgeLayer::new(p).layer_to(inner), request()).await,
+        };
+        out.push((response, lenient));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_readable_subscription_reaches_the_inner_byte_for_byte() {
+    let body = subscribe(r#"{"uri":"demo://public/a","_meta":{"k":1}}"#);
+    for (response, lenient) in through_listen_filters(|| post(&[], &body)).await {
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(lenient.calls(), 1);
+        assert_eq!(&lenient.body.lock().unwrap()[..], body.as_bytes());
+    }
+    // Through the capabilities layer alone it is not intercepted.
+    let (_, lenient) = send(
+        Stack::Capabilities,
+        post(&[], &subscribe(r#"{"uri":"demo://private/b"}"#)),
+    )
+    .await;
+    assert_eq!(lenient.calls(), 1);
+    // `resources/unsubscribe` passes through.
+    let unsubscribe = r#"{"jsonrpc":"2.0","id":8,"method":"resources/unsubscribe","params":{"uri":"demo://private/b"}}"#;
+    for (_, lenient) in through_listen_filters(|| post(&[], unsubscribe)).await {
+        assert_eq!(lenient.calls(), 1);
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_or_unknown_uri_is_answered_alike() {
+    let mut answers = Vec::new();
+    for uri in ["demo://private/b", "demo://nowhere/c", "file:///etc/passwd"] {
+        let body = subscribe(&format!(r#"{{"uri":"{uri}"}}"#));
+        for (response, lenient) in through_listen_filters(|| post(&[], &body)).await {
+            assert_refused(&response, StatusCode::BAD_REQUEST, -32002, uri);
+            assert_eq!(json_of(&response)["id"], 7);
+            let text = std::str::from_utf8(response.body()).unwrap().to_owned();
+            assert!(!text.contains(uri), "the answer names no URI: {text}");
+            assert_eq!(lenient.calls(), 0, "{uri}");
+            answers.push((response.status(), text));
+        }
+    }
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+}
+
+#[tokio::test]
+async fn a_subscription_the_hook_refuses_is_answered_by_the_layer() {
+    let body = subscribe(r#"{"uri":"demo://public/static"}"#);
+    for (response, lenient) in through_listen_filters(|| post(&[], &body)).await {
+        assert_refused(
+            &response,
+            StatusCode::BAD_REQUEST,
+            -32602,
+            "refused by the hook",
+        );
+        assert_eq!(lenient.calls(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_without_one_string_uri_is_invalid_params() {
+    for params in [
+        "{}",
+        r#"{"uri":7}"#,
+        r#"{"uri":null}"#,
+        r#"{"uri":"demo://public/a","uri":"demo://private/b"}"#,
+        "[]",
+        r#""demo://public/a""#,
+    ] {
+        let body = subscribe(params);
+        for (response, lenient) in through_listen_filters(|| post(&[], &body)).await {
+            assert_refused(&response, StatusCode::BAD_REQUEST, -32602, params);
+            assert_eq!(json_of(&response)["id"], 7, "{params}");
+            assert_eq!(lenient.calls(), 0, "{params}");
+        }
+    }
+    let no_params = r#"{"jsonrpc":"2.0","id":7,"method":"resources/subscribe"}"#;
+    for (response, _) in through_listen_filters(|| post(&[], no_params)).await {
+        assert_refused(&response, StatusCode::BAD_REQUEST, -32602, "no params");
+    }
+}
+
+#[tokio::test]
+async fn a_subscription_in_disguise_is_refused() {
+    let cases: [(Headers<'static>, &str, i64); 5] = [
+        (
+            &[("mcp-method", "tools/call")],
+            r#"{"jsonrpc":"2.0","id":7,"method":"resources/subscribe","params":{"uri":"demo://private/b"}}"#,
+            -32020,
+        ),
+        (
+            &[("mcp-method", "resources/subscribe")],
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#,
+            -32020,
+        ),
+        (
+            &[],
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","method":"resources/subscribe","params":{"uri":"demo://private/b"}}"#,
+            -32600,
+        ),
+        (
+            &[],
+            r#"[{"jsonrpc":"2.0","id":7,"method":"resources/subscribe","params":{"uri":"demo://private/b"}}]"#,
+            -32600,
+        ),
+        (
+            &[],
+            r#"{"jsonrpc":"2.0","method":"resources/subscribe","params":{"uri":"demo://private/b"}}"#,
+            -32600,
+        ),
+    ];
+    for (headers, body, code) in cases {
+        for (response, lenient) in through_listen_filters(|| post(headers, body)).await {
+            assert_refused(&response, StatusCode::BAD_REQUEST, code, body);
+            assert_eq!(lenient.calls(), 0, "{body}");
+        }
+    }
+    // Cut anywhere, a subscription to an unreadable URI never reaches the inner.
+    let body = subscribe(r#"{"uri":"demo://private/b"}"#);
+    for at in 0..=body.len() {
+        for (response, lenient) in through_listen_filters(|| post_split(&[], &body, at)).await {
+            assert_refused(
+                &response,
+                StatusCode::BAD_REQUEST,
+                -32002,
+                &format!("split at {at}"),
+            );
+            assert_eq!(lenient.calls(), 0);
+        }
     }
 }

@@ -125,7 +125,7 @@ pub fn build_with(port: u16, bare: bool, bounds: Bounds) -> Result<App, Box<dyn 
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(KEEP_ALIVE));
     let rmcp_token = config.cancellation_token.clone();
-    let demo = Demo::new(store, bus.clone(), capabilities);
+    let demo = Demo::new(store, bus.clone(), capabilities).checking_subscriptions(bare);
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(bounds.session_idle);
     let manager = Arc::new(manager);

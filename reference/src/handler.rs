@@ -53,6 +53,9 @@ pub struct Demo {
     store: Arc<Store>,
     bus: Arc<Bus>,
     capabilities: ServerCapabilities,
+    /// Whether `resources/subscribe` is checked here (`--bare`): with the
+    /// mcp-edge layer, the edge checks it before the handler runs.
+    checks_subscriptions: bool,
     /// The legacy-era `resources/subscribe` subscriptions of one session.
     legacy: Arc<LegacySubscriptions>,
 }
@@ -138,8 +141,16 @@ impl Demo {
             store,
             bus,
             capabilities,
+            checks_subscriptions: true,
             legacy: Arc::default(),
         }
+    }
+
+    /// Whether the handler checks `resources/subscribe` itself (default
+    /// `true`); behind the mcp-edge layer, which checks it, it need not.
+    pub fn checking_subscriptions(mut self, checks: bool) -> Self {
+        self.checks_subscriptions = checks;
+        self
     }
 
     /// A handler for one rmcp session or stateless request: shares the
@@ -459,16 +470,19 @@ impl ServerHandler for Demo {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri;
-        // The same two checks the listen layer applies: the caller may read
-        // it, and the subscription hook accepts it.
-        if !self.store.may_read(caller(&context).as_ref(), &uri) {
-            return Err(resource_not_found(&uri));
-        }
-        if !self.store.accepts_subscription(&uri) {
-            return Err(McpError::invalid_params(
-                "resource does not support subscriptions",
-                Some(json!({ "uri": uri })),
-            ));
+        // Behind the mcp-edge layer the edge made these checks already (the
+        // caller may read it, the subscription hook accepts it); bare, the
+        // handler makes them itself.
+        if self.checks_subscriptions {
+            if !self.store.may_read(caller(&context).as_ref(), &uri) {
+                return Err(resource_not_found(&uri));
+            }
+            if !self.store.accepts_subscription(&uri) {
+                return Err(McpError::invalid_params(
+                    "resource does not support subscriptions",
+                    Some(json!({ "uri": uri })),
+                ));
+            }
         }
         let mut events = self.bus.subscribe([Topic::Resource(uri.clone())]);
         let peer = context.peer.clone();

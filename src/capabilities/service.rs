@@ -43,7 +43,7 @@ fn era_of(method: Method) -> Option<Era> {
     match method {
         Method::Initialize => Some(Era::Legacy),
         Method::Discover => Some(Era::Modern),
-        Method::Listen | Method::Other => None,
+        Method::Listen | Method::Subscribe | Method::Other => None,
     }
 }
 

@@ -33,6 +33,8 @@ pub enum Method {
     Discover,
     /// `subscriptions/listen`.
     Listen,
+    /// `resources/subscribe` (legacy era).
+    Subscribe,
     /// Any other method: the edge passes it through untouched.
     Other,
 }
@@ -45,11 +47,12 @@ impl Method {
             b"initialize" => Method::Initialize,
             b"server/discover" => Method::Discover,
             b"subscriptions/listen" => Method::Listen,
+            b"resources/subscribe" => Method::Subscribe,
             _ => Method::Other,
         }
     }
 
-    /// True for the methods a layer intercepts (Initialize, Discover, Listen). Their
+    /// True for the methods a layer intercepts (all but `Other`). Their
     /// bodies are small and buffered anyway, so the scanner checks them whole.
     pub(crate) fn is_intercepted(self) -> bool {
         !matches!(self, Method::Other)
@@ -998,6 +1001,7 @@ mod tests {
         assert_eq!(Method::from_name(b"initialize"), Method::Initialize);
         assert_eq!(Method::from_name(b"server/discover"), Method::Discover);
         assert_eq!(Method::from_name(b"subscriptions/listen"), Method::Listen);
+        assert_eq!(Method::from_name(b"resources/subscribe"), Method::Subscribe);
         for name in [
             &b""[..],
             b"Initialize",
@@ -1010,6 +1014,7 @@ mod tests {
         assert!(Method::Initialize.is_intercepted());
         assert!(Method::Discover.is_intercepted());
         assert!(Method::Listen.is_intercepted());
+        assert!(Method::Subscribe.is_intercepted());
         assert!(!Method::Other.is_intercepted());
     }
 

@@ -41,6 +41,7 @@ impl Interest {
             Method::Initialize => 1,
             Method::Discover => 2,
             Method::Listen => 4,
+            Method::Subscribe => 8,
             Method::Other => 0,
         }
     }
@@ -48,7 +49,12 @@ impl Interest {
     /// No method.
     pub(crate) const NONE: Self = Self(0);
     /// Every intercepted method.
-    pub(crate) const ALL: Self = Self::of(&[Method::Initialize, Method::Discover, Method::Listen]);
+    pub(crate) const ALL: Self = Self::of(&[
+        Method::Initialize,
+        Method::Discover,
+        Method::Listen,
+        Method::Subscribe,
+    ]);
 
     /// Both interests.
     pub(crate) const fn and(self, other: Self) -> Self {

@@ -409,6 +409,7 @@ fn in_batch(method: Method) -> &'static str {
         Method::Initialize => "a batch must not contain an `initialize` request",
         Method::Discover => "a batch must not contain a `server/discover` request",
         Method::Listen => "a batch must not contain a listen request",
+        Method::Subscribe => "a batch must not contain a `resources/subscribe` request",
         Method::Other => "a batch must not contain a request the layer intercepts",
     }
 }

@@ -14,6 +14,12 @@
 //! disagree, where either is `subscriptions/listen`, is answered with
 //! -32020. Other requests pass through, read only as far as their `method`.
 //!
+//! The legacy era's `resources/subscribe` is intercepted the same way: its
+//! `params.uri` must be a string (else -32602), readable by the caller
+//! (else -32002, alike for a URI that does not exist) and accepted by the
+//! subscription hook (else -32602); an accepted one reaches the inner
+//! service byte for byte.
+//!
 //! The guard (on by default, [`ListenFilterLayer::guard_stream`]) rules
 //! every answer to an honoured listen, whatever its `Content-Type` or
 //! `Content-Encoding`. The listen reaches the inner service without

@@ -1,14 +1,19 @@
-//! Reading a listen request read whole: its id and params, and the body
-//! rewritten to carry the honoured ack.
+//! Reading a request the listen filter intercepts, read whole: its id and
+//! params, a listen's body rewritten to carry the honoured ack, and a
+//! `resources/subscribe`'s URI.
+
+use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
 use crate::codec::json::{self, Walk};
+use crate::codec::scan::Method;
 use crate::http::intercept::Refusal;
 use crate::Rejection;
 
-/// A `subscriptions/listen` request, borrowed from its body.
-pub(crate) struct ListenRequest<'a> {
+/// A `subscriptions/listen` or `resources/subscribe` request, borrowed from
+/// its body.
+pub(crate) struct InterceptedRequest<'a> {
     text: &'a str,
     /// The request's id: a string or a number.
     id: &'a str,
@@ -16,11 +21,11 @@ pub(crate) struct ListenRequest<'a> {
     pub(crate) params: Option<&'a str>,
 }
 
-impl<'a> ListenRequest<'a> {
-    /// Reads the body of a request the scanner classified as a listen: one
+impl<'a> InterceptedRequest<'a> {
+    /// Reads the body of a request the scanner classified as `kind`: one
     /// JSON object, checked whole in one pass, with one `method`, at most
     /// one `params` and one usable `id`.
-    pub(crate) fn parse(body: &'a [u8]) -> Result<Self, Refusal> {
+    pub(crate) fn parse(body: &'a [u8], kind: Method) -> Result<Self, Refusal> {
         let text = std::str::from_utf8(body).map_err(|_| (Rejection::Parse, None))?;
         let (mut id, mut method, mut params) = (Ok(None), Ok(None), Ok(None));
         Walk::document(text, |walk, key| {
@@ -41,12 +46,20 @@ impl<'a> ListenRequest<'a> {
         let id = match (id, usable) {
             (_, Some(id)) => id,
             (Ok(Some(_)), None) => {
-                return Err(refuse(
-                    "the id of a listen request must be a string or a number",
-                ))
+                return Err(refuse(match kind {
+                    Method::Subscribe => {
+                        "the id of a `resources/subscribe` request must be a string or a number"
+                    }
+                    _ => "the id of a listen request must be a string or a number",
+                }))
             }
             (Err(()), None) => return Err(refuse("the request has more than one `id`")),
-            (Ok(None), None) => return Err(refuse("a listen request needs an id")),
+            (Ok(None), None) => {
+                return Err(refuse(match kind {
+                    Method::Subscribe => "a `resources/subscribe` request needs an id",
+                    _ => "a listen request needs an id",
+                }))
+            }
         };
         Ok(Self { text, id, params })
     }
@@ -54,6 +67,18 @@ impl<'a> ListenRequest<'a> {
     /// The request's id.
     pub(crate) fn id(&self) -> Box<RawValue> {
         raw(self.id)
+    }
+
+    /// The `params.uri` of a `resources/subscribe`: `params` one object
+    /// with one `uri`, a string.
+    pub(crate) fn uri(&self) -> Result<Cow<'a, str>, &'static str> {
+        let params = self.params.ok_or("`params.uri` is missing")?;
+        let members = json::members(params).ok_or("`params` must be an object")?;
+        match json::unique(&members, "uri") {
+            Ok(Some(uri)) => json::string(uri).ok_or("`params.uri` must be a string"),
+            Ok(None) => Err("`params.uri` is missing"),
+            Err(()) => Err("`params` has more than one `uri`"),
+        }
     }
 
     /// The body with `notifications`, a value borrowed from its `params`,
@@ -76,14 +101,16 @@ mod tests {
     use super::*;
 
     fn refusal(body: &str) -> (Rejection, Option<String>) {
-        let (rejection, id) = ListenRequest::parse(body.as_bytes()).err().unwrap();
+        let (rejection, id) = InterceptedRequest::parse(body.as_bytes(), Method::Listen)
+            .err()
+            .unwrap();
         (rejection, id.map(|id| id.get().to_owned()))
     }
 
     #[test]
     fn parses_id_and_params() {
         let body = br#"{"jsonrpc":"2.0","id":"a-1","method":"subscriptions/listen","params":{"notifications":{}}}  "#;
-        let request = ListenRequest::parse(body).unwrap();
+        let request = InterceptedRequest::parse(body, Method::Listen).unwrap();
         assert_eq!(request.id().get(), r#""a-1""#);
         assert_eq!(request.params.unwrap(), r#"{"notifications":{}}"#);
     }
@@ -124,7 +151,10 @@ mod tests {
             (Rejection::Parse, None)
         );
         assert_eq!(
-            ListenRequest::parse(b"\xff{}").err().unwrap().0,
+            InterceptedRequest::parse(b"\xff{}", Method::Listen)
+                .err()
+                .unwrap()
+                .0,
             Rejection::Parse
         );
     }
@@ -132,7 +162,7 @@ mod tests {
     #[test]
     fn with_ack_keeps_every_other_byte() {
         let body = br#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true,"x":[1]}}, "extra":true}"#;
-        let request = ListenRequest::parse(body).unwrap();
+        let request = InterceptedRequest::parse(body, Method::Listen).unwrap();
         let ack: Box<RawValue> = serde_json::from_str(r#"{"toolsListChanged":true}"#).unwrap();
         let params = json::members(request.params.unwrap()).unwrap();
         let notifications = json::unique(&params, "notifications").unwrap().unwrap();

@@ -3,7 +3,7 @@ use http::request::Parts;
 use http_body::Body;
 
 use super::guard::{Guard, ListenAnswer};
-use super::request::ListenRequest;
+use super::request::InterceptedRequest;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
@@ -42,11 +42,16 @@ impl<S> ListenFilter<S> {
     }
 }
 
-/// `subscriptions/listen`.
-const INTEREST: Interest = Interest::of(&[Method::Listen]);
+/// `subscriptions/listen`, and the legacy era's `resources/subscribe`.
+const INTEREST: Interest = Interest::of(&[Method::Listen, Method::Subscribe]);
 
-/// A listen, read whole to honour its filter.
-pub(crate) struct Whole;
+/// What a request is read whole for.
+pub(crate) enum Whole {
+    /// A listen, to honour its filter.
+    Listen,
+    /// A `resources/subscribe`, to check its URI.
+    Subscribe,
+}
 
 /// The listen filter takes over `subscriptions/listen` requests, answers
 /// every request that could hide one, and guards the listen stream.
@@ -97,50 +102,97 @@ impl Rules for ListenFilterLayer {
         _: &Parts,
     ) -> Decision<Self> {
         let named = head.named;
-        let listen = Some(Method::Listen);
+        let ours = |method: Option<Method>| method.is_some_and(|m| INTEREST.contains(m));
         let refuse = Decision::Refuse;
         match classified.shape {
-            Shape::Decided(Outcome::Method(Method::Listen)) => {
-                let limit = self.limits().listen;
-                if named.is_some_and(|named| named != Method::Listen) {
+            Shape::Decided(Outcome::Method(method)) if INTEREST.contains(method) => {
+                let (whole, limit) = match method {
+                    Method::Listen => (Whole::Listen, self.limits().listen),
+                    _ => (Whole::Subscribe, self.limits().method),
+                };
+                if named.is_some_and(|named| named != method) {
                     refuse(Rejection::HeaderMismatch)
                 } else if head.longer_than(limit) {
                     refuse(Rejection::BodyTooLarge { limit })
                 } else {
-                    Decision::Whole(Whole)
+                    Decision::Whole(whole)
                 }
             }
             // The method must be named within the limit: past it, a listen could hide.
             Shape::TooLarge => refuse(Rejection::BodyTooLarge {
                 limit: self.limits().for_first(classified.first),
             }),
-            Shape::Unreadable if named == listen || classified.first == listen => {
+            Shape::Unreadable if ours(named) || ours(classified.first) => {
                 refuse(Rejection::BodyUnreadable)
             }
-            _ if named == listen => refuse(Rejection::HeaderMismatch),
+            _ if ours(named) => refuse(Rejection::HeaderMismatch),
             // Another method, or a batch (looked into whole by the plumbing).
             Shape::Decided(_) | Shape::Unreadable => Decision::Pass,
         }
     }
 
-    fn whole_limit(&self, _: &Whole) -> usize {
-        self.limits().listen
+    fn whole_limit(&self, whole: &Whole) -> usize {
+        match whole {
+            Whole::Listen => self.limits().listen,
+            Whole::Subscribe => self.limits().method,
+        }
     }
 
-    fn whole<T, F>(&self, _: Whole, parts: Parts, body: Bytes, take: F) -> Later<T>
+    fn whole<T, F>(&self, whole: Whole, parts: Parts, body: Bytes, take: F) -> Later<T>
     where
         F: FnOnce(Self::Take) -> T + Send + 'static,
     {
-        let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
-        Box::pin(async move {
-            let (parts, body, filter) = honoured.await?;
-            Ok((parts, body, take(filter)))
-        })
+        match whole {
+            Whole::Listen => {
+                let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
+                Box::pin(async move {
+                    let (parts, body, filter) = honoured.await?;
+                    Ok((parts, body, take(filter)))
+                })
+            }
+            Whole::Subscribe => {
+                let checked = check_subscribe(self.profile.clone(), parts, body);
+                Box::pin(async move {
+                    let (parts, body) = checked.await?;
+                    Ok((parts, body, take(None)))
+                })
+            }
+        }
     }
 
     fn answer(take: Option<(HonouredFilter, usize)>) -> Option<ListenAnswer> {
         take.map(|(filter, limit)| ListenAnswer::new(filter, limit))
     }
+}
+
+/// Checks a legacy `resources/subscribe` read whole: its `params.uri` must
+/// be readable by the caller and accepted by the subscription hook. A URI
+/// the caller may not read and one that does not exist are answered alike.
+/// The request is handed on as it came.
+async fn check_subscribe(
+    profile: ServerProfile,
+    parts: Parts,
+    body: Bytes,
+) -> Result<(Parts, Bytes), Refusal> {
+    let request = InterceptedRequest::parse(&body, Method::Subscribe)?;
+    let refuse = |rejection| (rejection, Some(request.id()));
+    let uri = request
+        .uri()
+        .map_err(|message| refuse(Rejection::InvalidParams(message)))?;
+    let uris = [&*uri];
+    if let Some(access) = profile.resource_access() {
+        let caller = profile.principal(&parts);
+        if access.readable(caller.as_ref(), &uris).await.first() != Some(&true) {
+            return Err(refuse(Rejection::ResourceNotFound));
+        }
+    }
+    if let Some(hook) = profile.subscription_hook() {
+        if hook.accepts(&uris).await.first() != Some(&true) {
+            return Err(refuse(Rejection::SubscriptionRefused));
+        }
+    }
+    tracing::debug!("resources/subscribe accepted");
+    Ok((parts, body))
 }
 
 /// Honours a listen read whole: the request to hand on (its body rewritten
@@ -152,7 +204,7 @@ async fn honour_listen(
     body: Bytes,
     guard_stream: bool,
 ) -> Result<(Parts, Bytes, Option<(HonouredFilter, usize)>), Refusal> {
-    let listen = ListenRequest::parse(&body)?;
+    let listen = InterceptedRequest::parse(&body, Method::Listen)?;
     let (filter, notifications) =
         match honour_at(&profile, &parts, listen.id(), listen.params).await {
             Ok(honoured) => honoured,
