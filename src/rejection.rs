@@ -8,7 +8,8 @@ use serde_json::value::RawValue;
 
 use crate::filter::ListenError;
 use crate::jsonrpc::{
-    JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RESOURCE_NOT_FOUND,
+    JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
+    RESOURCE_NOT_FOUND,
 };
 
 /// Why a layer answered a request itself instead of calling the inner service.
@@ -46,6 +47,9 @@ pub enum Rejection {
     ResourceNotFound,
     /// A `resources/subscribe` the subscription hook refused (-32602, 400).
     SubscriptionRefused,
+    /// A `resources/subscribe` of the 2026-07-28 era, which removed it
+    /// (-32601, 404).
+    MethodRemoved,
 }
 
 impl Rejection {
@@ -78,6 +82,10 @@ impl Rejection {
             Self::SubscriptionRefused => JsonRpcError::new(
                 INVALID_PARAMS,
                 "subscriptions are not supported for this resource",
+            ),
+            Self::MethodRemoved => JsonRpcError::new(
+                METHOD_NOT_FOUND,
+                "`resources/subscribe` is not a method of protocol 2026-07-28: use `subscriptions/listen`",
             ),
         }
     }

@@ -937,3 +937,27 @@ async fn a_subscription_in_disguise_is_refused() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_subscription_of_the_modern_era_is_method_not_found() {
+    // 2026-07-28 removed `resources/subscribe`: by its header or its `_meta`.
+    let meta = subscribe(
+        r#"{"uri":"demo://public/a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+    );
+    let plain = subscribe(r#"{"uri":"demo://public/a"}"#);
+    let cases: [(Headers<'static>, &str); 2] = [
+        (&[], &meta),
+        (&[("mcp-protocol-version", "2026-07-28")], &plain),
+    ];
+    for (headers, body) in cases {
+        for (response, lenient) in through_listen_filters(|| post(headers, body)).await {
+            assert_refused(&response, StatusCode::NOT_FOUND, -32601, body);
+            assert_eq!(lenient.calls(), 0);
+        }
+    }
+    // A legacy session's version is the legacy era.
+    let legacy = [("mcp-protocol-version", "2025-11-25")];
+    for (_, lenient) in through_listen_filters(|| post(&legacy, &plain)).await {
+        assert_eq!(lenient.calls(), 1);
+    }
+}

@@ -18,7 +18,8 @@
 //! `params.uri` must be a string (else -32602), readable by the caller
 //! (else -32002, alike for a URI that does not exist) and accepted by the
 //! subscription hook (else -32602); an accepted one reaches the inner
-//! service byte for byte.
+//! service byte for byte. One of the 2026-07-28 era, which removed the
+//! method, is answered 404 with -32601.
 //!
 //! The guard (on by default, [`ListenFilterLayer::guard_stream`]) rules
 //! every answer to an honoured listen, whatever its `Content-Type` or

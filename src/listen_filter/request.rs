@@ -69,6 +69,27 @@ impl<'a> InterceptedRequest<'a> {
         raw(self.id)
     }
 
+    /// True when the request is of the 2026-07-28 era: its
+    /// `MCP-Protocol-Version` header names that version or a later one, or
+    /// its `params._meta` carries the protocol version, as only that era's
+    /// requests do.
+    pub(crate) fn is_modern(&self, parts: &http::request::Parts) -> bool {
+        let header = parts
+            .headers
+            .get("mcp-protocol-version")
+            .is_some_and(|version| version.as_bytes() >= b"2026-07-28".as_slice());
+        header
+            || self
+                .params
+                .and_then(json::members)
+                .and_then(|params| json::unique(&params, "_meta").ok().flatten())
+                .and_then(json::members)
+                .is_some_and(|meta| {
+                    meta.iter()
+                        .any(|(key, _)| key == "io.modelcontextprotocol/protocolVersion")
+                })
+    }
+
     /// The `params.uri` of a `resources/subscribe`: `params` one object
     /// with one `uri`, a string.
     pub(crate) fn uri(&self) -> Result<Cow<'a, str>, &'static str> {

@@ -166,7 +166,8 @@ impl Rules for ListenFilterLayer {
 }
 
 /// Checks a legacy `resources/subscribe` read whole: its `params.uri` must
-/// be readable by the caller and accepted by the subscription hook. A URI
+/// be readable by the caller and accepted by the subscription hook (one of
+/// the 2026-07-28 era, which removed the method, is answered 404, -32601). A URI
 /// the caller may not read and one that does not exist are answered alike.
 /// The request is handed on as it came.
 async fn check_subscribe(
@@ -176,6 +177,10 @@ async fn check_subscribe(
 ) -> Result<(Parts, Bytes), Refusal> {
     let request = InterceptedRequest::parse(&body, Method::Subscribe)?;
     let refuse = |rejection| (rejection, Some(request.id()));
+    if request.is_modern(&parts) {
+        // Removed by 2026-07-28: a lenient inner service must not serve it.
+        return Err(refuse(Rejection::MethodRemoved));
+    }
     let uri = request
         .uri()
         .map_err(|message| refuse(Rejection::InvalidParams(message)))?;
