@@ -961,3 +961,65 @@ async fn a_subscription_of_the_modern_era_is_method_not_found() {
         assert_eq!(lenient.calls(), 1);
     }
 }
+
+#[tokio::test]
+async fn ids_the_layer_cannot_vouch_for_never_let_capabilities_through() {
+    for body in [
+        // Not JSON as an id: refused, never answered with a malformed id.
+        r#"{"jsonrpc":"2.0","id":01,"method":"initialize","params":{}}"#,
+        "{\"jsonrpc\":\"2.0\",\"id\":\"a\tb\",\"method\":\"server/discover\"}",
+        // A second id after the method: a last-wins inner answers id 2.
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{},"id":2}"#,
+    ] {
+        for stack in [Stack::Capabilities, Stack::Stacked, Stack::Edge] {
+            let (response, lenient) = send(stack, post(&[], body)).await;
+            assert!(!leaked(&response), "{stack:?} {body}");
+            assert!(
+                json_of(&response)["error"]["code"].is_i64(),
+                "{stack:?} {body}: {}",
+                String::from_utf8_lossy(response.body())
+            );
+            assert_eq!(
+                lenient.capabilities.load(Ordering::SeqCst) > 0,
+                lenient.calls() > 0
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_capabilities_layer_alone_refuses_what_it_cannot_read() {
+    // A coding the inner may ignore, and a method past the peek limit.
+    let (response, lenient) = send(
+        Stack::Capabilities,
+        post(&[("content-encoding", "bogus")], INITIALIZE),
+    )
+    .await;
+    assert_refused(
+        &response,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        -32600,
+        "encoded",
+    );
+    assert_eq!(lenient.calls(), 0);
+    let padded = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"pad":"{}","method":"initialize","params":{{}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    // Whole in memory, the method is read and the answer rewritten.
+    let (response, _) = send(Stack::Capabilities, post(&[], &padded)).await;
+    assert!(!leaked(&response));
+    // Streamed in small chunks, the method comes after the limit: refused
+    // without reading further.
+    let frames: Vec<Result<http_body::Frame<Bytes>, BoxError>> = padded
+        .as_bytes()
+        .chunks(64 << 10)
+        .map(|chunk| Ok(http_body::Frame::data(Bytes::copy_from_slice(chunk))))
+        .collect();
+    let request = Request::post("/mcp")
+        .body(StreamBody::new(stream::iter(frames)))
+        .unwrap();
+    let (response, lenient) = send(Stack::Capabilities, request).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(lenient.calls(), 0);
+}

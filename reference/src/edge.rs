@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE};
 use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
-use mcp_edge::Principal;
+use mcp_edge::{Principal, Rejection};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 
@@ -65,7 +65,7 @@ pub async fn bearer_auth(mut request: Request, next: Next) -> Response {
 /// sessions there may be.
 #[derive(Clone)]
 pub struct Sessions {
-    owners: Arc<Mutex<HashMap<HeaderValue, Option<Principal>>>>,
+    state: Arc<Mutex<Bound>>,
     /// Most sessions in all, and per caller (the anonymous ones share one
     /// count).
     total: usize,
@@ -74,50 +74,95 @@ pub struct Sessions {
     live: Option<Arc<LocalSessionManager>>,
 }
 
+/// The bound sessions, and the openings under way (admitted, not answered).
+#[derive(Default)]
+struct Bound {
+    owners: HashMap<HeaderValue, Option<Principal>>,
+    opening: Vec<Option<Principal>>,
+}
+
+impl Bound {
+    /// Sessions of `caller`, bound or being opened.
+    fn held_by(&self, caller: &Option<Principal>) -> usize {
+        self.owners
+            .values()
+            .filter(|owner| *owner == caller)
+            .count()
+            + self.opening.iter().filter(|owner| *owner == caller).count()
+    }
+
+    /// Ends one opening by `caller`.
+    fn opened(&mut self, caller: &Option<Principal>) {
+        if let Some(at) = self.opening.iter().position(|owner| owner == caller) {
+            self.opening.swap_remove(at);
+        }
+    }
+}
+
 impl Sessions {
     /// Bindings for at most `total` sessions, `per_caller` per caller;
     /// `live`, when given, says which sessions have not expired.
     pub fn new(total: usize, per_caller: usize, live: Option<Arc<LocalSessionManager>>) -> Self {
         Self {
-            owners: Arc::default(),
+            state: Arc::default(),
             total,
             per_caller,
             live,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HeaderValue, Option<Principal>>> {
-        self.owners.lock().expect("sessions lock")
+    fn lock(&self) -> std::sync::MutexGuard<'_, Bound> {
+        self.state.lock().expect("sessions lock")
     }
 
     /// Forgets the sessions the inner service let expire.
     async fn forget_expired(&self) {
         let Some(live) = &self.live else { return };
         let live = live.sessions.read().await;
-        self.lock().retain(|id, _| {
+        self.lock().owners.retain(|id, _| {
             id.to_str()
                 .is_ok_and(|id| live.keys().any(|live| &**live == id))
         });
     }
 
-    /// True when `caller` may open one more session.
-    fn admits(&self, caller: &Option<Principal>) -> bool {
-        let owners = self.lock();
-        owners.len() < self.total
-            && owners.values().filter(|owner| *owner == caller).count() < self.per_caller
+    /// Admits one more session for `caller`, counted until the [`Opening`]
+    /// is dropped; `None` when the bounds are reached.
+    fn admit(&self, caller: &Option<Principal>) -> Option<Opening> {
+        let mut bound = self.lock();
+        let held = bound.owners.len() + bound.opening.len();
+        if held >= self.total || bound.held_by(caller) >= self.per_caller {
+            return None;
+        }
+        bound.opening.push(caller.clone());
+        Some(Opening {
+            sessions: self.clone(),
+            caller: caller.clone(),
+        })
+    }
+}
+
+/// A session being opened, counted against the bounds until it is bound
+/// or its request ends (answered, failed or dropped).
+struct Opening {
+    sessions: Sessions,
+    caller: Option<Principal>,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        self.sessions.lock().opened(&self.caller);
     }
 }
 
 /// A request that may open a legacy session: a `POST` without a session
-/// id that is not of the 2026-07-28 era (whose requests carry
-/// `MCP-Protocol-Version: 2026-07-28` and open none).
+/// id, unless it names the 2026-07-28 protocol (whose requests open none).
 fn may_open_a_session(request: &Request) -> bool {
     request.method() == http::Method::POST
         && !request.headers().contains_key(MCP_SESSION_ID)
         && request
             .headers()
             .get(MCP_PROTOCOL_VERSION)
-            .is_none_or(|version| version.as_bytes() < b"2026-07-28".as_slice())
+            .is_none_or(|version| version != "2026-07-28")
 }
 
 /// Binds a legacy-era session (`Mcp-Session-Id`) to the caller that opened
@@ -135,14 +180,16 @@ pub async fn bind_sessions(
     let caller = request.extensions().get::<Principal>().cloned();
     let presented = request.headers().get(MCP_SESSION_ID).cloned();
     if let Some(id) = &presented {
-        let owner = sessions.lock().get(id).cloned();
+        let owner = sessions.lock().owners.get(id).cloned();
         if owner.is_some_and(|owner| owner != caller) {
             return rejection(StatusCode::NOT_FOUND, -32600, "Session not found");
         }
     }
+    let mut opening = None;
     if may_open_a_session(&request) {
         sessions.forget_expired().await;
-        if !sessions.admits(&caller) {
+        opening = sessions.admit(&caller);
+        if opening.is_none() {
             return rejection(
                 StatusCode::TOO_MANY_REQUESTS,
                 -32600,
@@ -153,17 +200,24 @@ pub async fn bind_sessions(
     let deleting = request.method() == http::Method::DELETE;
     let response = next.run(request).await;
     let status = response.status();
+    // A 404 the mcp-edge layer wrote (it carries a `Rejection`) says nothing
+    // about the session; rmcp's says it no longer knows it.
+    let from_rmcp = response.extensions().get::<Rejection>().is_none();
+    let forgotten =
+        (deleting && status.is_success()) || (from_rmcp && status == StatusCode::NOT_FOUND);
     match &presented {
-        Some(id) if (deleting && status.is_success()) || status == StatusCode::NOT_FOUND => {
-            sessions.lock().remove(id);
+        Some(id) if forgotten => {
+            sessions.lock().owners.remove(id);
         }
         Some(_) => {}
         None => {
             if let Some(id) = response.headers().get(MCP_SESSION_ID) {
-                sessions.lock().insert(id.clone(), caller);
+                sessions.lock().owners.insert(id.clone(), caller);
             }
         }
     }
+    // Bound now, or never: the opening no longer counts.
+    drop(opening);
     response
 }
 

@@ -23,8 +23,8 @@
 //! is rewritten, however many), a result and an error at once, a `result` or `capabilities` that is
 //! not an object, an answer longer than `max_rewritten_response`, a compressed
 //! answer (logged as a warning: compression belongs outside the layer). On an
-//! SSE answer each event is judged: notifications, requests and answers for
-//! other ids pass, the answer is rewritten or replaced, an event whose `data`
+//! SSE answer each event is judged: notifications and requests pass, answers
+//! to other ids are dropped, the answer is rewritten or replaced, an event whose `data`
 //! holds more than one JSON value is replaced, a second answer is dropped, and
 //! an unterminated last block is replaced when no answer was sent (dropped
 //! otherwise).
@@ -49,7 +49,8 @@
 //! not decided once more than the profile's
 //! [`max_peek`](crate::Limits::max_peek) was read is answered with 413, as
 //! is one whose `Mcp-Method` names it and whose `Content-Length` is over
-//! that limit. A compressed request body is not looked into.
+//! that limit, and so is a body with more than `max_peek` bytes before its
+//! first `method`. A compressed request body is answered with 415.
 //!
 //! To keep both promises, [`EdgeLayer`](crate::EdgeLayer) applies this layer
 //! and [`ListenFilterLayer`](crate::ListenFilterLayer) with one read of

@@ -69,20 +69,16 @@ impl AnswerRule for Target {
         &self.id
     }
 
-    /// The rewritten response; an error answer, and an empty body, pass as
-    /// they came; anything else is replaced.
-    fn rewrite(&self, text: Option<&str>) -> Rewritten {
-        let Some(text) = text else {
-            return Rewritten::Replaced(replaced("the answer is too long or not UTF-8"));
-        };
-        if text.trim_ascii().is_empty() {
-            return Rewritten::Kept;
-        }
+    /// The rewritten response; an error answer passes as it came; anything
+    /// else is replaced.
+    fn rewrite(&self, text: &str) -> Rewritten {
         match Target::rewrite(self, text) {
             Ok(text) => Rewritten::Body(text),
             Err(Skip::Error) => Rewritten::Kept,
-            Err(Skip::Other) => Rewritten::Replaced(replaced("the answer is for another request")),
-            Err(Skip::Broken(reason)) => Rewritten::Replaced(replaced(reason)),
+            Err(Skip::Other | Skip::Foreign) => {
+                Rewritten::Replaced("the answer is not the request's")
+            }
+            Err(Skip::Broken(reason)) => Rewritten::Replaced(reason),
         }
     }
 
@@ -119,13 +115,11 @@ impl ResultRewrite {
 
     /// The error event for `reason`.
     fn replaced(&self, reason: &'static str) -> Bytes {
-        let error = replaced(reason);
-        let id: Box<RawValue> =
-            RawValue::from_string(self.target.id().to_owned()).expect("the id was read as JSON");
-        let data = error.to_body(Some(&id));
-        let data = std::str::from_utf8(&data).expect("serde_json writes UTF-8");
+        let id = RawValue::from_string(self.target.id().to_owned()).ok();
+        let data = replaced(reason).to_body(id.as_deref());
+        let data = String::from_utf8_lossy(&data);
         sse::EventFields {
-            data,
+            data: &data,
             ..Default::default()
         }
         .to_bytes()
@@ -148,6 +142,11 @@ impl EventRule for ResultRewrite {
                 self.answer(rewritten, out);
             }
             Err(Skip::Other) => out.push_back(event.raw),
+            // A response to another request could be read as this one's by a
+            // client that matches ids loosely: it never passes.
+            Err(Skip::Foreign) => {
+                tracing::debug!("capabilities: dropped an answer to another request");
+            }
             Err(Skip::Error) => self.answer(event.raw, out),
             Err(Skip::Broken(reason)) => {
                 let replaced = self.replaced(reason);
@@ -249,9 +248,10 @@ fn merge(theirs: &str, ours: &Advertised) -> Option<String> {
 /// Why a message was not rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Skip {
-    /// Not the answer to the request: a notification, a request, or the
-    /// answer to another id.
+    /// Not an answer: a notification or a request of the inner service's.
     Other,
+    /// A response to another id.
+    Foreign,
     /// The answer, as a JSON-RPC error: it carries no capabilities.
     Error,
     /// The answer, or what may be read as it, in a shape the rewrite cannot
@@ -342,7 +342,7 @@ fn rewrite_response(
     }
     let their_id = their_id.ok_or(Skip::Broken("the response has no id"))?;
     if !json::same_id(their_id, id) {
-        return Err(Skip::Other);
+        return Err(Skip::Foreign);
     }
     match (results.is_empty(), error) {
         (true, _) => return Err(Skip::Error),
@@ -604,7 +604,7 @@ mod tests {
     fn rewrite_skips_what_it_must_not_touch() {
         assert_eq!(
             rewrite(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#, false),
-            Err(Skip::Other)
+            Err(Skip::Foreign)
         );
         assert_eq!(
             rewrite(
@@ -731,7 +731,7 @@ mod tests {
             );
             let rewritten = rewrite_response(&body, "1", &ours, private);
             let expected = if id != "1" && id != "1.0" {
-                Err(Skip::Other)
+                Err(Skip::Foreign)
             } else if !error.is_empty() {
                 Err(Skip::Broken("the response has both a result and an error"))
             } else if shapeless {

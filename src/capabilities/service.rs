@@ -69,14 +69,18 @@ impl Rules for CapabilitiesLayer {
     }
 
     fn peeks(&self, head: &Head) -> bool {
-        // A compressed body cannot be looked into; the layer sits inside
-        // decompression.
-        head.inspected() && !head.encoded
+        head.inspected()
     }
 
     fn gate(&self, head: &Head) -> Gate {
         if !self.peeks(head) {
             return Gate::Skip;
+        }
+        // A compressed body cannot be looked into, and an `initialize` could
+        // hide behind one from an inner service that ignores the coding: the
+        // layer sits inside decompression.
+        if head.encoded {
+            return Gate::Refuse(Rejection::Encoded);
         }
         // Never fail open: an intercepted request too long to read is refused.
         let limit = self.limits().for_first(head.named);
@@ -97,16 +101,17 @@ impl Rules for CapabilitiesLayer {
         if head.disguises(method, INTEREST) {
             return Decision::Refuse(Rejection::HeaderMismatch);
         }
+        if classified.shape == Shape::TooLarge && classified.first != Some(Method::Other) {
+            // Never fail open: past the limit an `initialize` could hide, and
+            // an oversized one is refused, not passed on unrewritten.
+            let limit = self.limits().for_first(classified.first);
+            return Decision::Refuse(Rejection::BodyTooLarge { limit });
+        }
         let Some(era) = method.and_then(era_of) else {
             // Another method, a batch (looked into whole by the plumbing),
             // or none: not the layer's to take.
             return Decision::Pass;
         };
-        if classified.shape == Shape::TooLarge {
-            // Never fail open: an oversized discover is refused, not passed on unrewritten.
-            let limit = self.limits().method;
-            return Decision::Refuse(Rejection::BodyTooLarge { limit });
-        }
         // An intercepted method is decided once the whole request is in the
         // peek (at its closing brace, or at its end when the rest after the
         // method is plain), and its id with it.

@@ -481,7 +481,13 @@ fn sse_input() -> String {
 
 fn sse_expected(profile: &ServerProfile) -> String {
     let rewritten = DISCOVER_MANAGED.replacen(MANAGED_CAPS, &caps_json(profile, Era::Modern), 1);
-    format!("{SSE_BEFORE}event: message\nid: ev-2\ndata: {rewritten}\n\n{SSE_AFTER}")
+    // The answer to another request (id 2) is dropped.
+    let before = SSE_BEFORE.replace(
+        "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"capabilities\":{}}}\n\n",
+        "",
+    );
+    assert_ne!(before, SSE_BEFORE);
+    format!("{before}event: message\nid: ev-2\ndata: {rewritten}\n\n{SSE_AFTER}")
 }
 
 #[tokio::test]
@@ -663,9 +669,16 @@ async fn answers_for_another_id() {
         json!(1),
     )
     .await;
-    // On a stream, another request's answer passes beside this one's.
+    // On a stream it is dropped: a client matching ids loosely could take
+    // it for this request's answer.
     let sse = format!("data: {other}\n\n");
-    assert_untouched(discover_request(Counted::one(DISCOVER)), Reply::sse(&sse)).await;
+    let (out, _) = run(
+        &profile(),
+        discover_request(Counted::one(DISCOVER)),
+        Reply::sse(&sse),
+    )
+    .await;
+    assert_eq!(out.text(), "");
 }
 
 #[tokio::test]
@@ -868,15 +881,21 @@ fn big_tools_call(method_first: bool) -> Bytes {
     Bytes::from(body)
 }
 
+/// `all` as a body of 64 KiB slices of its one allocation.
+fn in_slices(all: &Bytes) -> Counted {
+    Counted::new(
+        (0..all.len())
+            .step_by(CHUNK)
+            .map(|at| all.slice(at..at + CHUNK))
+            .collect(),
+    )
+}
+
 /// Sends `all` in 64 KiB slices of one allocation; the inner service checks
 /// that every frame it gets is one of those slices (same address, same length).
 async fn big_pass_through(method_first: bool) -> usize {
     let all = big_tools_call(method_first);
-    let slices: Vec<Bytes> = (0..all.len())
-        .step_by(CHUNK)
-        .map(|at| all.slice(at..at + CHUNK))
-        .collect();
-    let body = Counted::new(slices);
+    let body = in_slices(&all);
     let pulled = body.pulled.clone();
     let pulled_at_call = Arc::new(AtomicUsize::new(usize::MAX));
     let record = pulled_at_call.clone();
@@ -930,13 +949,21 @@ async fn big_tools_call_passes_through_in_its_original_chunks() {
 }
 
 #[tokio::test]
-async fn big_tools_call_with_a_late_method_is_not_buffered_whole() {
-    let pulled = big_pass_through(false).await;
-    // Reading stops at the peek limit (1 MiB by default), far short of 4 MiB.
-    assert!(
-        pulled <= MIB / CHUNK + 1,
-        "{pulled} frames read before the call"
-    );
+async fn big_tools_call_with_a_late_method_is_refused_unbuffered() {
+    // Past the peek limit (1 MiB by default) an `initialize` could hide: the
+    // layer answers 413 after reading no more than the limit.
+    let body = in_slices(&big_tools_call(false));
+    let pulled = body.pulled.clone();
+    let (out, seen) = try_run(
+        &profile(),
+        post_request(Some("tools/call"), body),
+        Reply::json(DISCOVER_RESULT),
+    )
+    .await;
+    assert!(seen.is_none(), "the inner service was not called");
+    assert_eq!(out.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let read = pulled.load(Ordering::SeqCst);
+    assert!(read <= MIB / CHUNK + 1, "{read} frames read");
 }
 
 // ---------------------------------------------------------------------------

@@ -55,7 +55,7 @@ pub(crate) enum Gate {
 pub(crate) enum Decision<R: Rules> {
     /// Handed on, rewound and watched as the layer set up the peek.
     Pass,
-    /// Handed on the same way; the response goes through [`Rules::respond`].
+    /// Handed on the same way; the response goes through [`Rules::answer`].
     Take(R::Take),
     /// Read whole first, then [`Rules::whole`] decides.
     Whole(R::Whole),
@@ -83,9 +83,10 @@ pub(crate) fn replaced(reason: &'static str) -> JsonRpcError {
     JsonRpcError::new(INTERNAL_ERROR, "the server's answer could not be checked")
 }
 
-/// A request id the peek read, as JSON text, to answer with.
-fn raw_id(id: Box<str>) -> Box<RawValue> {
-    RawValue::from_string(id.into()).expect("the peek read the id as JSON")
+/// The error response in place of the answer to request `id` (JSON text).
+pub(crate) fn replacement<B: From<Bytes>>(reason: &'static str, id: &str) -> Response<B> {
+    let id = RawValue::from_string(id.to_owned()).ok();
+    replaced(reason).to_response(id.as_deref())
 }
 
 /// How a layer checks the answer to a request it took. The plumbing routes
@@ -103,9 +104,9 @@ pub(crate) trait AnswerRule {
     /// The request's id, as JSON text, for an error in the answer's place.
     fn id(&self) -> &str;
 
-    /// What becomes of an answer read whole: `text` is its body, `None` when
-    /// it is longer than the limit, fails, or is not UTF-8.
-    fn rewrite(&self, text: Option<&str>) -> Rewritten;
+    /// What becomes of an answer read whole, `text` (not blank: a blank
+    /// answer passes, and one too long, failed or not UTF-8 is replaced).
+    fn rewrite(&self, text: &str) -> Rewritten;
 
     /// The rule of the answer, an event stream.
     fn into_events(self) -> Self::Events;
@@ -117,8 +118,8 @@ pub(crate) enum Rewritten {
     Kept,
     /// Its body rewritten, the head kept.
     Body(String),
-    /// Replaced by this error for the request's id.
-    Replaced(JsonRpcError),
+    /// Replaced by an error for the request's id, for this reason.
+    Replaced(&'static str),
 }
 
 /// What a layer intercepts and what it does with it.
@@ -538,11 +539,9 @@ where
                     let (mut parts, body) = response.into_parts();
                     if is_encoded(&parts.headers) {
                         self.as_mut().finish();
-                        let error = replaced(
-                            "the answer is compressed: compression belongs outside the layer",
-                        );
-                        let id = raw_id(rule.id().into());
-                        return Poll::Ready(Ok(error.to_response(Some(&id))));
+                        let reason =
+                            "the answer is compressed: compression belongs outside the layer";
+                        return Poll::Ready(Ok(replacement(reason, rule.id())));
                     }
                     if !is_event_stream(&parts.headers) {
                         // JSON, any other type or none: a lenient client reads any body.
@@ -570,7 +569,13 @@ where
                     };
                     let buffered = read.buffered();
                     let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
-                    let body = match json.rewrite(text) {
+                    let rewritten = match text {
+                        None => Rewritten::Replaced("the answer is too long or not UTF-8"),
+                        // Nothing to read: nothing to replace.
+                        Some(text) if text.trim_ascii().is_empty() => Rewritten::Kept,
+                        Some(text) => json.rewrite(text),
+                    };
+                    let body = match rewritten {
                         Rewritten::Body(data) => {
                             parts
                                 .headers
@@ -578,9 +583,8 @@ where
                             Reply::full(data.into(), read.as_mut().take_trailers())
                         }
                         Rewritten::Kept => Reply::rewound(read),
-                        Rewritten::Replaced(error) => {
-                            let id = raw_id(json.id().into());
-                            return Poll::Ready(Ok(error.to_response(Some(&id))));
+                        Rewritten::Replaced(reason) => {
+                            return Poll::Ready(Ok(replacement(reason, json.id())));
                         }
                     };
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
@@ -733,7 +737,7 @@ impl<A: AnswerRule, B: AnswerRule> AnswerRule for Either<A, B> {
         }
     }
 
-    fn rewrite(&self, text: Option<&str>) -> Rewritten {
+    fn rewrite(&self, text: &str) -> Rewritten {
         match self {
             Either::Left(rule) => rule.rewrite(text),
             Either::Right(rule) => rule.rewrite(text),

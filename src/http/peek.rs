@@ -152,14 +152,16 @@ impl<B: Body> Peek<B> {
         json::request_id(&self.buffered())
     }
 
-    /// The text of the request's id, to recognize its response by (whose id
-    /// is checked, so this one need not be): the one the scan read before
-    /// the method, else the body's, when it is one object with one id.
+    /// The text of the request's id, valid JSON, to recognize its response
+    /// by and to answer with: the one the scan read before the method, else
+    /// the body's, when it is one object with one id.
     pub(crate) fn id_text(&self) -> Option<Box<str>> {
         let scanned = self.scanner().id().and_then(|range| {
             let body = self.buffered();
             let id = std::str::from_utf8(body.get(range)?).ok()?;
-            json::is_usable_id(id).then(|| id.into())
+            // The scan skims scalars: the span is checked as JSON here.
+            let valid = json::is_usable_id(id) && serde_json::from_str::<&RawValue>(id).is_ok();
+            valid.then(|| id.into())
         });
         scanned.or_else(|| self.request_id().map(|id| id.get().into()))
     }

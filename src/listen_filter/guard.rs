@@ -11,7 +11,7 @@ use crate::codec::json;
 use crate::codec::sse::{self, Event};
 use crate::filter::{HonouredFilter, Topic};
 use crate::http::event_stream::EventRule;
-use crate::http::intercept::{replaced, AnswerRule, Rewritten};
+use crate::http::intercept::{AnswerRule, Rewritten};
 
 /// The `_meta` key that tags every message of a listen stream.
 pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -568,13 +568,7 @@ impl AnswerRule for ListenAnswer {
         self.filter.subscription_id().get()
     }
 
-    fn rewrite(&self, text: Option<&str>) -> Rewritten {
-        let Some(text) = text else {
-            return Rewritten::Replaced(replaced("the answer is too long or not UTF-8"));
-        };
-        if text.trim_ascii().is_empty() {
-            return Rewritten::Kept;
-        }
+    fn rewrite(&self, text: &str) -> Rewritten {
         let verdict = match Message::read(text) {
             Some(Message {
                 method: Ok(None),
@@ -589,7 +583,7 @@ impl AnswerRule for ListenAnswer {
             // Already as it would be rebuilt: passes as it came.
             Verdict::Answer(answer) if answer == text => Rewritten::Kept,
             Verdict::Answer(answer) => Rewritten::Body(answer),
-            _ => Rewritten::Replaced(replaced("the answer is not the listen's own")),
+            _ => Rewritten::Replaced("the answer is not the listen's own"),
         }
     }
 
