@@ -856,3 +856,30 @@ fn answer_is_success(answer: &str) -> bool {
         .nth(1)
         .is_some_and(|status| status.starts_with('2'))
 }
+
+#[tokio::test]
+async fn a_404_of_the_edge_does_not_unbind_a_session() {
+    let server = Server::start().await;
+    let port = server.port;
+    let session = initialize(port, ALICE).await.1.expect("a session");
+    // The edge answers a 2026-07-28 `resources/subscribe` with 404 itself:
+    // that says nothing of the session, which stays alice's.
+    let body = r#"{"jsonrpc":"2.0","id":5,"method":"resources/subscribe","params":{"uri":"demo://users/alice/notes"}}"#;
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("Authorization", "Bearer alice-token"),
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", MODERN),
+    ];
+    let removed = request(port, "POST", &headers, Some(body)).await;
+    assert_eq!(removed.status, 404);
+    assert_eq!(removed.message().await["error"]["code"], -32601);
+    assert_eq!(
+        get_status(port, BOB, &session).await,
+        404,
+        "bob cannot attach"
+    );
+    assert_eq!(get_status(port, ALICE, &session).await, 200);
+    server.stop().await;
+}
