@@ -6,13 +6,14 @@
 
 use std::borrow::Cow;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use crate::codec::scan::Scanner;
 pub use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::{write_event, EventFields, Parser};
 use crate::http::classify::Shape;
 use crate::http::peek::{Peek, PeekLimits};
+use crate::http::ready::Chunks;
 
 /// How the scanner classifies a method name (from the body or a header).
 pub fn classify(name: &[u8]) -> Method {
@@ -78,7 +79,7 @@ pub fn scan(chunks: &[&[u8]]) -> (Outcome, usize) {
 /// method where the whole-body scan says `Invalid`, never where it says
 /// `DuplicateMethod`.
 pub fn peek_watching(body: &[u8]) -> Outcome {
-    let body = once::Chunks([Bytes::copy_from_slice(body)].into());
+    let body = Chunks::of(&[body]);
     let limits = PeekLimits {
         method: usize::MAX,
         listen: usize::MAX,
@@ -93,35 +94,6 @@ pub fn peek_watching(body: &[u8]) -> Outcome {
         },
         // `Once` is always ready.
         std::task::Poll::Pending => unreachable!("a ready body"),
-    }
-}
-
-mod once {
-    use std::collections::VecDeque;
-
-    use bytes::Bytes;
-
-    /// Chunks, then the end, known as soon as the last chunk was taken.
-    pub(super) struct Chunks(pub(super) VecDeque<Bytes>);
-
-    impl http_body::Body for Chunks {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            mut self: std::pin::Pin<&mut Self>,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-            std::task::Poll::Ready(
-                self.0
-                    .pop_front()
-                    .map(|data| Ok(http_body::Frame::data(data))),
-            )
-        }
-
-        fn is_end_stream(&self) -> bool {
-            self.0.is_empty()
-        }
     }
 }
 
@@ -146,7 +118,6 @@ pub struct SseEvent {
 /// The chunks are slices of one `Bytes` holding their concatenation, as the
 /// body reader hands them over, so the parser's no-copy paths run too.
 pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u8>>) {
-    let whole = Bytes::from(chunks.concat());
     let mut parser = Parser::new();
     let mut events = Vec::new();
     let drain = |parser: &mut Parser, events: &mut Vec<SseEvent>| {
@@ -160,10 +131,8 @@ pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u
             });
         }
     };
-    let mut at = 0;
-    for chunk in chunks {
-        parser.push(whole.slice(at..at + chunk.len()));
-        at += chunk.len();
+    for chunk in Chunks::of(chunks).0 {
+        parser.push(chunk);
         if !lazily {
             drain(&mut parser, &mut events);
         }
@@ -173,42 +142,6 @@ pub fn sse_parse(chunks: &[&[u8]], lazily: bool) -> (Vec<SseEvent>, Option<Vec<u
     drain(&mut parser, &mut events);
     assert!(parser.finish().is_none(), "a finished parser holds nothing");
     (events, tail.map(|tail| tail.to_vec()))
-}
-
-/// What leaves the stream guard of `filter` for the listen stream
-/// `chunks` (one stream, delivered in these chunks): its bytes.
-pub fn guard(filter: &crate::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
-    use http_body::Body as _;
-
-    let whole = Bytes::from(chunks.concat());
-    let mut at = 0;
-    let chunks = chunks
-        .iter()
-        .map(|chunk| {
-            at += chunk.len();
-            whole.slice(at - chunk.len()..at)
-        })
-        .collect();
-    let rule = crate::listen_filter::fuzzing_guard(filter.clone());
-    let mut body = std::pin::pin!(crate::http::event_stream::EventStream::new(
-        once::Chunks(chunks),
-        rule
-    ));
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    let mut out = Vec::new();
-    loop {
-        match body.as_mut().poll_frame(&mut cx) {
-            std::task::Poll::Ready(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    out.extend_from_slice(&data);
-                }
-            }
-            std::task::Poll::Ready(None) => return out,
-            // `Chunks` never fails and is always ready.
-            std::task::Poll::Ready(Some(Err(never))) => match never {},
-            std::task::Poll::Pending => unreachable!("a ready body"),
-        }
-    }
 }
 
 /// Serializes one event with `write_event`.

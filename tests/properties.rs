@@ -713,13 +713,13 @@ proptest! {
 fn guard_generator_reaches_kept_and_dropped_messages() {
     let filter = guard_oracle::setup(0);
     let kept = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"pub/a/x\"}}\n\n";
-    let out = fuzzing::guard(&filter, &[kept.as_bytes()]);
+    let out = mcp_edge::listen_filter::fuzz_guard(&filter, &[kept.as_bytes()]);
     let out = String::from_utf8(out).unwrap();
     assert!(
         out.contains("pub/a/x") && out.contains("acknowledged"),
         "{out}"
     );
     let escaping = kept.replace("pub/a/x", "pub/a/../secret/e");
-    assert!(fuzzing::guard(&filter, &[escaping.as_bytes()]).is_empty());
+    assert!(mcp_edge::listen_filter::fuzz_guard(&filter, &[escaping.as_bytes()]).is_empty());
     guard_oracle::check(&filter, kept.as_bytes(), &[3, 40]);
 }

@@ -240,10 +240,10 @@ pub fn check(filter: &HonouredFilter, stream: &[u8], cuts: &[usize]) {
         at = cut;
     }
     chunks.push(&stream[at..]);
-    let out = mcp_edge::fuzzing::guard(filter, &chunks);
+    let out = mcp_edge::listen_filter::fuzz_guard(filter, &chunks);
     assert_eq!(
         out,
-        mcp_edge::fuzzing::guard(filter, &[stream]),
+        mcp_edge::listen_filter::fuzz_guard(filter, &[stream]),
         "the chunks changed what left the guard"
     );
     let out = String::from_utf8(out).expect("what leaves the guard is UTF-8");

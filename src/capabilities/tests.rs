@@ -1625,3 +1625,8 @@ async fn every_result_of_an_answer_is_rewritten() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_response_body_is_made_from_bytes() {
+    crate::http::reply::assert_made_from_bytes::<ResponseBody<http_body_util::Full<Bytes>>>().await;
+}

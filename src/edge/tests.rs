@@ -6,7 +6,7 @@ use std::convert::Infallible;
 
 use bytes::Bytes;
 use http::{header, Request, Response};
-use http_body::{Body as _, Frame};
+use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use serde_json::Value;
 use tower::{Layer, Service, ServiceExt};
@@ -141,14 +141,8 @@ async fn the_two_layers_stacked_peek_and_scan_twice() {
 }
 
 #[tokio::test]
-async fn every_response_body_is_made_from_bytes() {
-    type Inner = http_body_util::Full<Bytes>;
-    let data = Bytes::from_static(b"{\"jsonrpc\":\"2.0\"}");
-    let edge: super::ResponseBody<Inner> = data.clone().into();
-    let capabilities: crate::capabilities::ResponseBody<Inner> = data.clone().into();
-    let listen: crate::listen_filter::ResponseBody<Inner> = data.clone().into();
-    assert_eq!(edge.size_hint().exact(), Some(data.len() as u64));
-    assert_eq!(edge.collect().await.unwrap().to_bytes(), data);
-    assert_eq!(capabilities.collect().await.unwrap().to_bytes(), data);
-    assert_eq!(listen.collect().await.unwrap().to_bytes(), data);
+async fn the_response_body_is_made_from_bytes() {
+    crate::http::reply::assert_made_from_bytes::<super::ResponseBody<http_body_util::Full<Bytes>>>(
+    )
+    .await;
 }

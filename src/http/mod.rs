@@ -9,6 +9,8 @@ pub(crate) mod classify;
 pub(crate) mod event_stream;
 pub(crate) mod intercept;
 pub(crate) mod peek;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod ready;
 pub(crate) mod reply;
 mod rewind;
 mod watch;

@@ -319,3 +319,19 @@ macro_rules! middleware {
 }
 
 pub(crate) use {middleware, response_body, response_future};
+
+/// Asserts that a layer's response body made from bytes (the layer's own
+/// answers) is exactly those bytes, with an exact size hint.
+#[cfg(test)]
+pub(crate) async fn assert_made_from_bytes<B>()
+where
+    B: From<bytes::Bytes> + http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    use http_body_util::BodyExt;
+
+    let data = bytes::Bytes::from_static(b"{\"jsonrpc\":\"2.0\"}");
+    let body = B::from(data.clone());
+    assert_eq!(body.size_hint().exact(), Some(data.len() as u64));
+    assert_eq!(body.collect().await.unwrap().to_bytes(), data);
+}

@@ -128,8 +128,12 @@ pub use self::service::ListenFilter;
 #[cfg(test)]
 mod tests;
 
-/// The stream guard of `filter`, for [`crate::fuzzing::guard`].
+/// What leaves the stream guard of `filter` for the listen stream `chunks`
+/// (one stream, delivered in these chunks): its bytes. For the fuzz targets
+/// and property tests; only with the private feature `fuzzing`, not part of
+/// the API.
 #[cfg(feature = "fuzzing")]
-pub(crate) fn fuzzing_guard(filter: crate::HonouredFilter) -> guard::Guard {
-    guard::Guard::new(filter)
+#[doc(hidden)]
+pub fn fuzz_guard(filter: &crate::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
+    crate::http::ready::ruled(chunks, guard::Guard::new(filter.clone()))
 }

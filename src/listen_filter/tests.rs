@@ -1653,3 +1653,8 @@ async fn service_accessors_and_layer_constructor() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn the_response_body_is_made_from_bytes() {
+    crate::http::reply::assert_made_from_bytes::<ResponseBody<http_body_util::Full<Bytes>>>().await;
+}
