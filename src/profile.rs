@@ -2,10 +2,12 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::request::Parts;
 use serde_json::{Map, Value};
 
+use crate::access::Decisions;
 use crate::advertise::{self, Advertised, Era, Features};
 use crate::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, Principal, PrincipalLookup, ResourceAccess,
@@ -43,7 +45,11 @@ struct Inner {
     narrowing: Option<Box<dyn CapabilityNarrowing>>,
     limits: Limits,
     unreadable_uris: UnreadableUris,
+    decisions: Decisions,
 }
+
+/// How long a decision of the [`ResourceAccess`] hook is kept by default.
+const ACCESS_TTL: Duration = Duration::from_secs(30);
 
 /// Bounds on what the layers read, and on what one listen may ask for.
 ///
@@ -175,6 +181,11 @@ impl ServerProfile {
         self.inner.subscription_hook.as_deref()
     }
 
+    /// The [`ResourceAccess`] decisions kept for open streams.
+    pub(crate) fn decisions(&self) -> &Decisions {
+        &self.inner.decisions
+    }
+
     pub(crate) fn task_directory(&self) -> Option<&dyn TaskDirectory> {
         self.inner.task_directory.as_deref()
     }
@@ -192,6 +203,7 @@ impl fmt::Debug for ServerProfile {
             .field("narrowing", &inner.narrowing.is_some())
             .field("limits", &inner.limits)
             .field("unreadable_uris", &inner.unreadable_uris)
+            .field("access_ttl", &inner.decisions.ttl())
             .finish_non_exhaustive()
     }
 }
@@ -210,6 +222,7 @@ pub struct ServerProfileBuilder {
     legacy_logging: bool,
     limits: Limits,
     unreadable_uris: UnreadableUris,
+    access_ttl: Option<Duration>,
 }
 
 impl ServerProfileBuilder {
@@ -314,6 +327,18 @@ impl ServerProfileBuilder {
         self
     }
 
+    /// How long a decision of the [`ResourceAccess`] hook holds for the
+    /// checks made while a stream is open (default 30 s): an event stream
+    /// that is not a listen drops `notifications/resources/updated` for a
+    /// URI its caller may not read, and a reader whose access is revoked
+    /// stops hearing updates within this time. Zero asks the hook for every
+    /// such event. Requests (`subscriptions/listen`, `resources/subscribe`)
+    /// always ask the hook afresh.
+    pub fn access_ttl(mut self, ttl: Duration) -> Self {
+        self.access_ttl = Some(ttl);
+        self
+    }
+
     /// Validates the entries and computes the capabilities of both eras.
     pub fn build(self) -> Result<ServerProfile, BuildError> {
         let base = match self.base {
@@ -363,6 +388,7 @@ impl ServerProfileBuilder {
                 narrowing: self.narrowing,
                 limits: self.limits,
                 unreadable_uris: self.unreadable_uris,
+                decisions: Decisions::new(self.access_ttl.unwrap_or(ACCESS_TTL)),
             }),
         })
     }

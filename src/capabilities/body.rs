@@ -1,10 +1,10 @@
-use super::rewrite::ResultRewrite;
 use crate::http::reply::response_body;
+use crate::CapabilitiesLayer;
 
 response_body! {
     /// Response body of [`Capabilities`](super::Capabilities).
     ///
     /// The inner service's body untouched, an answer the layer rewrote or
     /// wrote itself, or an SSE stream whose result event is rewritten.
-    pub struct ResponseBody, rule: ResultRewrite
+    pub struct ResponseBody, rules: CapabilitiesLayer
 }

@@ -8,6 +8,7 @@ use super::rewrite::{ResultRewrite, Target};
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::Method;
 use crate::http::classify::{Classified, Head, Interest, Shape};
+use crate::http::event_stream::Unscreened;
 use crate::http::intercept::{Decision, Gate, Later, Rules};
 use crate::http::peek::{Peek, PeekLimits};
 use crate::http::reply::middleware;
@@ -55,6 +56,7 @@ impl Rules for CapabilitiesLayer {
     type Whole = Infallible;
     type Events = ResultRewrite;
     type Answer = Target;
+    type Screen = Unscreened;
 
     fn limits(&self) -> PeekLimits {
         self.limits
@@ -142,5 +144,13 @@ impl Rules for CapabilitiesLayer {
 
     fn answer(target: Target) -> Option<Target> {
         Some(target)
+    }
+
+    fn screen(&self, _: &Parts) -> Option<Unscreened> {
+        None
+    }
+
+    fn screens(_: &Target) -> bool {
+        true
     }
 }

@@ -65,6 +65,42 @@ impl<'a, const CHECK: bool> Walker<'a, CHECK> {
         self.bytes().get(self.at) == Some(&b'{')
     }
 
+    /// True when the next value is an array.
+    pub(crate) fn at_array(&mut self) -> bool {
+        self.at = skip_space(self.bytes(), self.at);
+        self.bytes().get(self.at) == Some(&b'[')
+    }
+
+    /// Walks the array next in the text, handing each item to `item`, which
+    /// must read it (as [`Walker::members`] hands on values). The array's
+    /// text; `None` when the next value is not an array, or (checking) not
+    /// valid JSON.
+    pub(crate) fn items(
+        &mut self,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<&'a str> {
+        let (text, bytes) = (self.text, self.bytes());
+        let start = skip_space(bytes, self.at);
+        if bytes.get(start) != Some(&b'[') {
+            return None;
+        }
+        let mut at = skip_space(bytes, start + 1);
+        if bytes.get(at) != Some(&b']') {
+            loop {
+                self.at = at;
+                item(self)?;
+                at = skip_space(bytes, self.at);
+                match bytes.get(at) {
+                    Some(b',') => at = skip_space(bytes, at + 1),
+                    Some(b']') => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.at = at + 1;
+        text.get(start..self.at)
+    }
+
     /// [`Walker::members`] over the whole of `text`: `None` unless `text` is
     /// one JSON object whose keys all decode, with only whitespace after it.
     pub(crate) fn document(

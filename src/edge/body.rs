@@ -1,4 +1,3 @@
-use crate::http::intercept::Rules;
 use crate::http::reply::response_body;
 use crate::{CapabilitiesLayer, ListenFilterLayer};
 
@@ -9,5 +8,5 @@ response_body! {
     /// wrote itself, or an SSE stream ruled event by event: the result event
     /// of an `initialize` or `server/discover` rewritten, a listen stream
     /// kept within its honoured filter.
-    pub struct ResponseBody, rule: <(CapabilitiesLayer, ListenFilterLayer) as Rules>::Events
+    pub struct ResponseBody, rules: (CapabilitiesLayer, ListenFilterLayer)
 }

@@ -39,6 +39,14 @@ impl EdgeLayer {
         self.rules.1 = self.rules.1.scan_pass_through(scan);
         self
     }
+
+    /// Whether to drop resource updates the caller may not read from the
+    /// event streams that are not listens (default `true`); see
+    /// [`ListenFilterLayer::check_updates`].
+    pub fn check_updates(mut self, check: bool) -> Self {
+        self.rules.1 = self.rules.1.check_updates(check);
+        self
+    }
 }
 
 impl<S> Layer<S> for EdgeLayer {

@@ -1,6 +1,10 @@
 //! A response body that decides, event by event, what of an SSE stream
 //! goes on: each event is kept byte for byte, replaced, or dropped, one at a
 //! time as it completes; the stream is never buffered whole.
+//!
+//! Two parts decide: an [`EventRule`] (what the layer makes of the answer to
+//! a request it took) and, before it, an optional [`Screen`] (which events
+//! may reach this caller at all), which may have to look something up first.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,7 +23,8 @@ pub(crate) trait EventRule {
     /// Pushes what goes out for `event`: its `raw` bytes, a rewrite, nothing, or more.
     fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>);
 
-    /// True once every further byte passes untouched, so parsing can stop.
+    /// True once every further byte passes untouched, so parsing can stop
+    /// (unless a [`Screen`] goes on judging every event).
     fn passes_rest(&self) -> bool {
         false
     }
@@ -29,38 +34,101 @@ pub(crate) trait EventRule {
     fn on_unterminated(&mut self, tail: Bytes, out: &mut VecDeque<Bytes>);
 }
 
+/// Which events of a stream may reach its caller, judged before the
+/// [`EventRule`]; a judgment may wait on a lookup.
+pub(crate) trait Screen {
+    /// Whether `event` goes on. `Pending` while the screen looks something
+    /// up; it is asked about the same event again when woken.
+    fn poll_admits(&mut self, cx: &mut Context<'_>, event: &Event) -> Poll<bool>;
+}
+
+/// The screen of a layer that screens nothing: it never exists.
+pub(crate) enum Unscreened {}
+
+impl Screen for Unscreened {
+    fn poll_admits(&mut self, _: &mut Context<'_>, _: &Event) -> Poll<bool> {
+        match *self {}
+    }
+}
+
+/// The rule of a stream that is only screened: every event goes on as
+/// parsed; the unterminated last block, which the SSE rules discard, does not.
+pub(crate) struct Verbatim;
+
+impl EventRule for Verbatim {
+    fn on_event(&mut self, event: Event, out: &mut VecDeque<Bytes>) {
+        emit_parsed(event, out);
+    }
+
+    fn on_unterminated(&mut self, _: Bytes, _: &mut VecDeque<Bytes>) {
+        tracing::debug!("event stream: dropped an unterminated last block");
+    }
+}
+
+/// Pushes `event` as it was parsed: its bytes when they say exactly what
+/// was parsed of it, else its fields written anew; a block without data
+/// whose bytes say more than its fields is left out (it dispatches nothing).
+pub(crate) fn emit_parsed(event: Event, out: &mut VecDeque<Bytes>) {
+    let rewritten = match event.data() {
+        Some(data) if !event.is_plain() || matches!(data, std::borrow::Cow::Owned(_)) => {
+            Some(event.with_data(&data))
+        }
+        None if !event.is_plain() => return,
+        _ => None,
+    };
+    out.push_back(rewritten.unwrap_or(event.raw));
+}
+
 pin_project! {
-    /// An SSE body filtered through an [`EventRule`].
-    pub(crate) struct EventStream<B, R> {
+    /// An SSE body filtered through an optional [`Screen`], then an [`EventRule`].
+    pub(crate) struct EventStream<B, R, S> {
         #[pin]
         body: B,
         parser: Parser,
         rule: R,
+        screen: Option<S>,
+        // An event the screen is still judging.
+        held: Option<Event>,
         out: VecDeque<Bytes>,
         trailers: Option<HeaderMap>,
+        // The body ended; what is left is in the parser and `tail`.
+        input_done: bool,
+        tail: Option<Bytes>,
         ended: bool,
         raw: bool,
     }
 }
 
-impl<B, R> EventStream<B, R> {
+impl<B, R> EventStream<B, R, Unscreened> {
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn new(body: B, rule: R) -> Self {
+        Self::screened(body, rule, None)
+    }
+}
+
+impl<B, R, S> EventStream<B, R, S> {
+    pub(crate) fn screened(body: B, rule: R, screen: Option<S>) -> Self {
         Self {
             body,
             parser: Parser::new(),
             rule,
+            screen,
+            held: None,
             out: VecDeque::new(),
             trailers: None,
+            input_done: false,
+            tail: None,
             ended: false,
             raw: false,
         }
     }
 }
 
-impl<B, R> Body for EventStream<B, R>
+impl<B, R, S> Body for EventStream<B, R, S>
 where
     B: Body,
     R: EventRule,
+    S: Screen,
 {
     type Data = Bytes;
     type Error = B::Error;
@@ -74,42 +142,72 @@ where
             if let Some(chunk) = this.out.pop_front() {
                 return Poll::Ready(Some(Ok(Frame::data(chunk))));
             }
-            if let Some(trailers) = this.trailers.take() {
-                return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-            }
             if *this.ended {
-                return Poll::Ready(None);
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            let event = match this.held.take() {
+                Some(event) => Some(event),
+                None if *this.raw => None,
+                None => this.parser.next_event(),
+            };
+            if let Some(event) = event {
+                if let Some(screen) = this.screen.as_mut() {
+                    match screen.poll_admits(cx, &event) {
+                        Poll::Pending => {
+                            *this.held = Some(event);
+                            return Poll::Pending;
+                        }
+                        Poll::Ready(false) => continue,
+                        Poll::Ready(true) => {}
+                    }
+                }
+                if this.rule.passes_rest() {
+                    // Only a screened stream is still parsed here.
+                    emit_parsed(event, this.out);
+                    continue;
+                }
+                this.rule.on_event(event, this.out);
+                if this.rule.passes_rest() && this.screen.is_none() {
+                    *this.raw = true;
+                    while let Some(event) = this.parser.next_event() {
+                        this.out.push_back(event.raw);
+                    }
+                    let tail = this.parser.finish();
+                    while let Some(event) = this.parser.next_event() {
+                        this.out.push_back(event.raw);
+                    }
+                    this.out.extend(tail);
+                }
+                continue;
+            }
+            if *this.input_done {
+                *this.ended = true;
+                if let Some(tail) = this.tail.take() {
+                    match (*this.raw, this.rule.passes_rest()) {
+                        (true, _) => this.out.push_back(tail),
+                        // Screened past the rule: the screen cannot judge
+                        // what the SSE rules discard anyway.
+                        (false, true) => Verbatim.on_unterminated(tail, this.out),
+                        (false, false) => this.rule.on_unterminated(tail, this.out),
+                    }
+                }
+                continue;
             }
             match ready!(poll_bytes(this.body.as_mut(), cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(chunk) => {
-                        if *this.raw {
-                            if !chunk.is_empty() {
-                                return Poll::Ready(Some(Ok(Frame::data(chunk))));
-                            }
-                            continue;
-                        }
-                        this.parser.push(chunk);
-                        while let Some(event) = this.parser.next_event() {
-                            this.rule.on_event(event, this.out);
-                            if this.rule.passes_rest() {
-                                *this.raw = true;
-                                drain(this.parser, this.rule, this.out);
-                                break;
-                            }
+                    Ok(chunk) if *this.raw => {
+                        if !chunk.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(chunk))));
                         }
                     }
+                    Ok(chunk) => this.parser.push(chunk),
                     Err(frame) => {
                         *this.trailers = frame.into_trailers().ok();
-                        *this.ended = true;
-                        drain(this.parser, this.rule, this.out);
+                        end_input(this.parser, this.tail, this.input_done, *this.raw);
                     }
                 },
                 Some(Err(error)) => return Poll::Ready(Some(Err(error))),
-                None => {
-                    *this.ended = true;
-                    drain(this.parser, this.rule, this.out);
-                }
+                None => end_input(this.parser, this.tail, this.input_done, *this.raw),
             }
         }
     }
@@ -119,21 +217,12 @@ where
     }
 }
 
-/// Ends the parse: complete blocks still buffered go through the rule (or
-/// pass raw once the rule passes the rest), then the incomplete tail.
-fn drain<R: EventRule>(parser: &mut Parser, rule: &mut R, out: &mut VecDeque<Bytes>) {
-    let tail = parser.finish();
-    while let Some(event) = parser.next_event() {
-        if rule.passes_rest() {
-            out.push_back(event.raw);
-        } else {
-            rule.on_event(event, out);
-        }
-    }
-    match tail {
-        Some(tail) if rule.passes_rest() => out.push_back(tail),
-        Some(tail) => rule.on_unterminated(tail, out),
-        None => {}
+/// The body ended: the parser gives up its incomplete tail (its complete
+/// blocks stay to be taken first).
+fn end_input(parser: &mut Parser, tail: &mut Option<Bytes>, input_done: &mut bool, raw: bool) {
+    *input_done = true;
+    if !raw {
+        *tail = parser.finish();
     }
 }
 
@@ -202,6 +291,48 @@ mod tests {
                 "split {split}"
             );
             assert_eq!(trailers.unwrap()["x-end"], "1");
+        }
+    }
+
+    /// Drops events whose data is "secret", and makes every event wait once.
+    #[derive(Default)]
+    struct Slow {
+        waited: bool,
+    }
+
+    impl Screen for Slow {
+        fn poll_admits(&mut self, cx: &mut Context<'_>, event: &Event) -> Poll<bool> {
+            if !std::mem::take(&mut self.waited) {
+                self.waited = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(event.data().as_deref() != Some("secret"))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_screen_that_waits_keeps_the_order_at_every_split() {
+        // The rule passes the rest after "done": the screen still judges it.
+        let input = b"data: a\n\ndata: secret\n\ndata: up\n\ndata: done\n\ndata: secret\r\n\r\nx: 1\ndata: b\n\ndata: tail";
+        let expected = "data: a\n\ndata: UP\n\ndata: done\n\ndata: b\n\n";
+        for split in 1..=input.len() {
+            let mut trailers = HeaderMap::new();
+            trailers.insert("x-end", "1".parse().unwrap());
+            let mut frames: Vec<Result<Frame<Bytes>, std::io::Error>> = input
+                .chunks(split)
+                .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+                .collect();
+            frames.push(Ok(Frame::trailers(trailers)));
+            let body = StreamBody::new(futures_util::stream::iter(frames));
+            let screened = EventStream::screened(body, Rule::default(), Some(Slow::default()));
+            let collected = screened.collect().await.unwrap();
+            assert_eq!(collected.trailers().unwrap()["x-end"], "1", "split {split}");
+            assert_eq!(
+                String::from_utf8_lossy(&collected.to_bytes()),
+                expected,
+                "split {split}"
+            );
         }
     }
 

@@ -26,7 +26,7 @@ use super::body::RequestBody;
 use super::classify::{
     batch_names, is_encoded, is_event_stream, Classified, Head, Interest, Shape,
 };
-use super::event_stream::EventRule;
+use super::event_stream::{EventRule, Screen};
 use super::peek::{Peek, PeekLimits};
 use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
@@ -132,6 +132,8 @@ pub(crate) trait Rules: Clone {
     type Events: EventRule;
     /// The check of the answers to taken requests.
     type Answer: AnswerRule<Events = Self::Events>;
+    /// Which events of any event stream may reach the caller.
+    type Screen: Screen;
 
     /// The methods the layer intercepts.
     fn interest(&self) -> Interest;
@@ -171,6 +173,14 @@ pub(crate) trait Rules: Clone {
     /// The check of the answer to a taken request; `None` passes it
     /// untouched.
     fn answer(take: Self::Take) -> Option<Self::Answer>;
+
+    /// The screen of the event streams answering this request, `None` when
+    /// they are not screened. Asked for every request, before anything else.
+    fn screen(&self, parts: &Parts) -> Option<Self::Screen>;
+
+    /// Whether the answer to a taken request is screened too (an answer
+    /// whose every event the layer vouches for itself is not).
+    fn screens(take: &Self::Take) -> bool;
 }
 
 /// Calls `inner` through `rules`. `inner` must have been readied by
@@ -188,12 +198,14 @@ where
 {
     let (parts, body) = request.into_parts();
     let head = Head::read(&parts);
+    let screen = rules.screen(&parts);
     match rules.gate(&head) {
         Gate::Skip => {
             let request = Request::from_parts(parts, RequestBody::pass_through(body));
             ResponseFuture::Calling {
                 future: inner.call(request),
                 take: None,
+                screen,
             }
         }
         Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
@@ -210,11 +222,13 @@ where
                     Next::Call(request, take) => ResponseFuture::Calling {
                         future: inner.call(request),
                         take,
+                        screen,
                     },
                     Next::Read(read) => ResponseFuture::Reading {
                         read,
                         service: readied(inner),
                         rules: rules.clone(),
+                        screen,
                     },
                 };
             }
@@ -224,6 +238,7 @@ where
                 parts,
                 service: readied(inner),
                 rules: rules.clone(),
+                screen,
             }
         }
     }
@@ -345,17 +360,20 @@ pin_project! {
             parts: Parts,
             service: S,
             rules: R,
+            screen: Option<R::Screen>,
         },
         // Reading the request body whole.
         Reading {
             read: Whole<R, ReqBody>,
             service: S,
             rules: R,
+            screen: Option<R::Screen>,
         },
         // The layer's asynchronous work on a body read whole.
         Preparing {
             future: Later<R::Take>,
             service: S,
+            screen: Option<R::Screen>,
         },
         // The inner service is answering.
         Calling {
@@ -363,6 +381,8 @@ pin_project! {
             future: S::Future,
             // What the response needs; `None` passes it untouched.
             take: Option<R::Take>,
+            // The screen of an event stream answering it.
+            screen: Option<R::Screen>,
         },
         // Reading a response whole to rewrite it.
         Rewriting {
@@ -378,7 +398,8 @@ pin_project! {
     }
 }
 
-type Output<R, ResBody, E> = Result<Response<Reply<ResBody, <R as Rules>::Events>>, E>;
+type Output<R, ResBody, E> =
+    Result<Response<Reply<ResBody, <R as Rules>::Events, <R as Rules>::Screen>>, E>;
 
 impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
 where
@@ -398,9 +419,14 @@ where
         mut service: S,
         request: Request<RequestBody<ReqBody>>,
         take: Option<R::Take>,
+        screen: Option<R::Screen>,
     ) {
         let future = service.call(request);
-        self.project_replace(Self::Calling { future, take });
+        self.project_replace(Self::Calling {
+            future,
+            take,
+            screen,
+        });
     }
 }
 
@@ -416,9 +442,34 @@ fn in_batch(method: Method) -> &'static str {
 }
 
 /// The layer's answer to a request, with `rejection` in the extensions.
-fn refused<B: Body, E>(rejection: Rejection, id: Option<&RawValue>) -> Response<Reply<B, E>> {
+fn refused<B: Body, E, Sc>(
+    rejection: Rejection,
+    id: Option<&RawValue>,
+) -> Response<Reply<B, E, Sc>> {
     tracing::debug!(%rejection, "request answered by the layer");
     rejection.into_response(id)
+}
+
+/// A response to a request no layer took: passed untouched, unless it is an
+/// event stream and `screen` is set. A compressed stream cannot be screened:
+/// it is replaced by an error (it answers no request id the layer knows).
+fn screened<B: Body, E, Sc>(
+    response: Response<B>,
+    screen: Option<Sc>,
+) -> Response<Reply<B, E, Sc>> {
+    match screen {
+        Some(screen) if is_event_stream(response.headers()) => {
+            if is_encoded(response.headers()) {
+                let reason =
+                    "the event stream is compressed: compression belongs outside the layer";
+                return replacement(reason, "null");
+            }
+            let (mut parts, body) = response.into_parts();
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Reply::screened(body, screen))
+        }
+        _ => response.map(|body| Reply::PassThrough { body }),
+    }
 }
 
 impl<R, S, ReqBody, ResBody> Future for ResponseFuture<R, S, ReqBody, ResBody>
@@ -447,18 +498,22 @@ where
                         parts,
                         service,
                         rules,
+                        screen,
                         ..
                     } = self.as_mut().finish()
                     else {
                         unreachable!("the future was peeking")
                     };
                     match next(&rules, decision, &classified, peek, parts) {
-                        Next::Call(request, take) => self.as_mut().call(service, request, take),
+                        Next::Call(request, take) => {
+                            self.as_mut().call(service, request, take, screen);
+                        }
                         Next::Read(read) => {
                             self.as_mut().project_replace(Self::Reading {
                                 read,
                                 service,
                                 rules,
+                                screen,
                             });
                         }
                     }
@@ -469,6 +524,7 @@ where
                         read,
                         service,
                         rules,
+                        screen,
                     } = self.as_mut().finish()
                     else {
                         unreachable!("the future was reading")
@@ -495,7 +551,7 @@ where
                             match batch_names(&peek.buffered(), rules.interest()) {
                                 Ok(None) => {
                                     let request = Request::from_parts(parts, peek.into_body());
-                                    self.as_mut().call(service, request, None);
+                                    self.as_mut().call(service, request, None, screen);
                                     continue;
                                 }
                                 Ok(Some(method)) => {
@@ -508,12 +564,18 @@ where
                         (Then::Whole(whole), Ok(())) => whole,
                     };
                     let future = rules.whole(whole, parts, peek.buffered(), |take| take);
-                    self.as_mut()
-                        .project_replace(Self::Preparing { future, service });
+                    self.as_mut().project_replace(Self::Preparing {
+                        future,
+                        service,
+                        screen,
+                    });
                 }
                 StateProj::Preparing { future, .. } => {
                     let prepared = ready!(future.as_mut().poll(cx));
-                    let StateOwn::Preparing { service, .. } = self.as_mut().finish() else {
+                    let StateOwn::Preparing {
+                        service, screen, ..
+                    } = self.as_mut().finish()
+                    else {
                         unreachable!("the future was preparing")
                     };
                     match prepared {
@@ -523,18 +585,25 @@ where
                                 .insert(header::CONTENT_LENGTH, body.len().into());
                             parts.headers.remove(header::TRANSFER_ENCODING);
                             let request = Request::from_parts(parts, RequestBody::full(body));
-                            self.as_mut().call(service, request, Some(take));
+                            self.as_mut().call(service, request, Some(take), screen);
                         }
                         Err((rejection, id)) => {
                             return Poll::Ready(Ok(refused(rejection, id.as_deref())));
                         }
                     }
                 }
-                StateProj::Calling { future, take } => {
+                StateProj::Calling {
+                    future,
+                    take,
+                    screen,
+                } => {
                     let response = ready!(future.poll(cx))?;
+                    let screen = screen
+                        .take()
+                        .filter(|_| take.as_ref().is_none_or(R::screens));
                     let Some(rule) = take.take().and_then(R::answer) else {
                         self.as_mut().finish();
-                        return Poll::Ready(Ok(response.map(|body| Reply::PassThrough { body })));
+                        return Poll::Ready(Ok(screened(response, screen)));
                     };
                     let (mut parts, body) = response.into_parts();
                     if is_encoded(&parts.headers) {
@@ -554,7 +623,7 @@ where
                     }
                     parts.headers.remove(header::CONTENT_LENGTH);
                     self.as_mut().finish();
-                    let body = Reply::events(body, rule.into_events());
+                    let body = Reply::events(body, rule.into_events(), screen);
                     return Poll::Ready(Ok(Response::from_parts(parts, body)));
                 }
                 StateProj::Rewriting { read, json, .. } => {
@@ -609,6 +678,7 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
     type Whole = Either<A::Whole, B::Whole>;
     type Events = Either<A::Events, B::Events>;
     type Answer = Either<A::Answer, B::Answer>;
+    type Screen = Either<A::Screen, B::Screen>;
 
     fn interest(&self) -> Interest {
         self.0.interest().and(self.1.interest())
@@ -693,6 +763,28 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         match take {
             Either::Left(take) => A::answer(take).map(Either::Left),
             Either::Right(take) => B::answer(take).map(Either::Right),
+        }
+    }
+
+    /// The first layer's screen, or else the second's: one layer screens.
+    fn screen(&self, parts: &Parts) -> Option<Self::Screen> {
+        let first = self.0.screen(parts).map(Either::Left);
+        first.or_else(|| self.1.screen(parts).map(Either::Right))
+    }
+
+    fn screens(take: &Self::Take) -> bool {
+        match take {
+            Either::Left(take) => A::screens(take),
+            Either::Right(take) => B::screens(take),
+        }
+    }
+}
+
+impl<A: Screen, B: Screen> Screen for Either<A, B> {
+    fn poll_admits(&mut self, cx: &mut Context<'_>, event: &Event) -> Poll<bool> {
+        match self {
+            Either::Left(screen) => screen.poll_admits(cx, event),
+            Either::Right(screen) => screen.poll_admits(cx, event),
         }
     }
 }

@@ -9,17 +9,17 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::event_stream::{EventRule, EventStream};
+use super::event_stream::{EventRule, EventStream, Screen, Verbatim};
 use super::rewind::{poll_bytes, Rewind};
 
 pin_project! {
     /// A response as a layer hands it back: the inner service's body
     /// untouched, a body the layer wrote (a rewrite, or its own answer), a
-    /// body it read and replays, or an SSE stream ruled event by event. The
-    /// last two are boxed: they are rare next to the first, and every
-    /// response is moved a few times on its way out.
+    /// body it read and replays, an SSE stream ruled event by event, or one
+    /// only screened. The last three are boxed: they are rare next to the
+    /// first, and every response is moved a few times on its way out.
     #[project = ReplyProj]
-    pub(crate) enum Reply<B, E>
+    pub(crate) enum Reply<B, E, S>
     where
         B: Body,
     {
@@ -35,12 +35,15 @@ pin_project! {
             body: Pin<Box<Rewind<B>>>,
         },
         Events {
-            body: Pin<Box<EventStream<B, E>>>,
+            body: Pin<Box<EventStream<B, E, S>>>,
+        },
+        Screened {
+            body: Pin<Box<EventStream<B, Verbatim, S>>>,
         },
     }
 }
 
-impl<B: Body, E> Reply<B, E> {
+impl<B: Body, E, S> Reply<B, E, S> {
     /// A body the layer wrote, with the trailers the inner's body ended with.
     pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         Self::Full {
@@ -54,10 +57,17 @@ impl<B: Body, E> Reply<B, E> {
         Self::Rewound { body }
     }
 
-    /// The inner's event stream, ruled by `rule`.
-    pub(crate) fn events(body: B, rule: E) -> Self {
+    /// The inner's event stream, screened by `screen` and ruled by `rule`.
+    pub(crate) fn events(body: B, rule: E, screen: Option<S>) -> Self {
         Self::Events {
-            body: Box::pin(EventStream::new(body, rule)),
+            body: Box::pin(EventStream::screened(body, rule, screen)),
+        }
+    }
+
+    /// The inner's event stream, screened by `screen` and passed as parsed.
+    pub(crate) fn screened(body: B, screen: S) -> Self {
+        Self::Screened {
+            body: Box::pin(EventStream::screened(body, Verbatim, Some(screen))),
         }
     }
 
@@ -68,17 +78,18 @@ impl<B: Body, E> Reply<B, E> {
             Self::Full { .. } => "Full",
             Self::Rewound { .. } => "Rewound",
             Self::Events { .. } => "Events",
+            Self::Screened { .. } => "Screened",
         }
     }
 }
 
-impl<B: Body, E> From<Bytes> for Reply<B, E> {
+impl<B: Body, E, S> From<Bytes> for Reply<B, E, S> {
     fn from(data: Bytes) -> Self {
         Self::full(data, None)
     }
 }
 
-impl<B: Body, E: EventRule> Body for Reply<B, E> {
+impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     type Data = Bytes;
     type Error = B::Error;
 
@@ -96,6 +107,7 @@ impl<B: Body, E: EventRule> Body for Reply<B, E> {
             ),
             ReplyProj::Rewound { body } => body.as_mut().poll_frame(cx),
             ReplyProj::Events { body } => body.as_mut().poll_frame(cx),
+            ReplyProj::Screened { body } => body.as_mut().poll_frame(cx),
         }
     }
 
@@ -105,6 +117,7 @@ impl<B: Body, E: EventRule> Body for Reply<B, E> {
             Self::Full { data, trailers } => data.is_none() && trailers.is_none(),
             Self::Rewound { body } => body.is_end_stream(),
             Self::Events { body } => body.is_end_stream(),
+            Self::Screened { body } => body.is_end_stream(),
         }
     }
 
@@ -115,15 +128,15 @@ impl<B: Body, E: EventRule> Body for Reply<B, E> {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             Self::Rewound { body } => body.size_hint(),
-            Self::Events { .. } => SizeHint::default(),
+            Self::Events { .. } | Self::Screened { .. } => SizeHint::default(),
         }
     }
 }
 
 /// Defines a layer's response body: its own type around the [`Reply`] of
-/// its requests, ruled by `$rule` on event streams.
+/// its requests, with the event rule and screen of its `$rules`.
 macro_rules! response_body {
-    ($(#[$attr:meta])* pub struct $name:ident, rule: $rule:ty) => {
+    ($(#[$attr:meta])* pub struct $name:ident, rules: $rules:ty) => {
         pin_project_lite::pin_project! {
             $(#[$attr])*
             pub struct $name<B>
@@ -131,12 +144,22 @@ macro_rules! response_body {
                 B: http_body::Body,
             {
                 #[pin]
-                reply: $crate::http::reply::Reply<B, $rule>,
+                reply: $crate::http::reply::Reply<
+                    B,
+                    <$rules as $crate::http::intercept::Rules>::Events,
+                    <$rules as $crate::http::intercept::Rules>::Screen,
+                >,
             }
         }
 
         impl<B: http_body::Body> $name<B> {
-            pub(crate) fn new(reply: $crate::http::reply::Reply<B, $rule>) -> Self {
+            pub(crate) fn new(
+                reply: $crate::http::reply::Reply<
+                    B,
+                    <$rules as $crate::http::intercept::Rules>::Events,
+                    <$rules as $crate::http::intercept::Rules>::Screen,
+                >,
+            ) -> Self {
                 Self { reply }
             }
         }

@@ -1,10 +1,10 @@
-use super::guard::Guard;
 use crate::http::reply::response_body;
+use crate::ListenFilterLayer;
 
 response_body! {
     /// Response body of [`ListenFilter`](super::ListenFilter).
     ///
     /// The inner service's body untouched, an answer the layer wrote itself,
     /// or a listen stream kept within the honoured filter event by event.
-    pub struct ResponseBody, rule: Guard
+    pub struct ResponseBody, rules: ListenFilterLayer
 }

@@ -13,6 +13,7 @@ pub struct ListenFilterLayer {
     pub(super) limits: PeekLimits,
     pub(super) guard_stream: bool,
     pub(super) scan_pass_through: bool,
+    pub(super) check_updates: bool,
 }
 
 impl ListenFilterLayer {
@@ -23,6 +24,7 @@ impl ListenFilterLayer {
             profile,
             guard_stream: true,
             scan_pass_through: true,
+            check_updates: true,
         }
     }
 
@@ -44,6 +46,25 @@ impl ListenFilterLayer {
     /// per byte. Listen requests are checked whole either way.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
         self.scan_pass_through = scan;
+        self
+    }
+
+    /// Whether to drop, from every event stream that is not a listen (a
+    /// legacy session's GET stream, the SSE answer of a POST), each
+    /// `notifications/resources/updated` for a URI the caller may not read
+    /// (default `true`; it applies only when the profile has a
+    /// [`ResourceAccess`](crate::ResourceAccess) hook). The hook is asked
+    /// through a decision cache per caller and URI
+    /// ([`access_ttl`](crate::ServerProfileBuilder::access_ttl)). An update
+    /// without one clear URI is dropped too; every other event passes,
+    /// written anew when its bytes say more than its parsed fields, and a
+    /// compressed stream is replaced by an error (-32603).
+    ///
+    /// Switch it off when the inner service sends resource updates only to
+    /// the subscriptions the layer checked and never leaks: its streams
+    /// then pass untouched, at no cost per event.
+    pub fn check_updates(mut self, check: bool) -> Self {
+        self.check_updates = check;
         self
     }
 }

@@ -119,6 +119,7 @@ mod guard;
 mod layer;
 mod request;
 mod service;
+mod updates;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;

@@ -4,6 +4,7 @@ use http_body::Body;
 
 use super::guard::{Guard, ListenAnswer};
 use super::request::InterceptedRequest;
+use super::updates::Updates;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
@@ -40,6 +41,14 @@ impl<S> ListenFilter<S> {
         self.layer = self.layer.scan_pass_through(scan);
         self
     }
+
+    /// Whether to drop resource updates the caller may not read from the
+    /// event streams that are not listens (default `true`); see
+    /// [`ListenFilterLayer::check_updates`].
+    pub fn check_updates(mut self, check: bool) -> Self {
+        self.layer = self.layer.check_updates(check);
+        self
+    }
 }
 
 /// `subscriptions/listen`, and the legacy era's `resources/subscribe`.
@@ -53,15 +62,23 @@ pub(crate) enum Whole {
     Subscribe,
 }
 
+/// A request the listen filter took.
+pub(crate) enum Taken {
+    /// A listen: the filter to guard the response by (when guarded), and
+    /// the longest answer that is not a stream to read.
+    Listen(Option<(HonouredFilter, usize)>),
+    /// A `resources/subscribe` it checked.
+    Subscribe,
+}
+
 /// The listen filter takes over `subscriptions/listen` requests, answers
 /// every request that could hide one, and guards the listen stream.
 impl Rules for ListenFilterLayer {
-    /// The filter to guard the response by (when guarded), and the longest
-    /// answer that is not a stream to read.
-    type Take = Option<(HonouredFilter, usize)>;
+    type Take = Taken;
     type Whole = Whole;
     type Events = Guard;
     type Answer = ListenAnswer;
+    type Screen = Updates;
 
     fn limits(&self) -> PeekLimits {
         self.limits
@@ -147,21 +164,35 @@ impl Rules for ListenFilterLayer {
                 let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
                 Box::pin(async move {
                     let (parts, body, filter) = honoured.await?;
-                    Ok((parts, body, take(filter)))
+                    Ok((parts, body, take(Taken::Listen(filter))))
                 })
             }
             Whole::Subscribe => {
                 let checked = check_subscribe(self.profile.clone(), parts, body);
                 Box::pin(async move {
                     let (parts, body) = checked.await?;
-                    Ok((parts, body, take(None)))
+                    Ok((parts, body, take(Taken::Subscribe)))
                 })
             }
         }
     }
 
-    fn answer(take: Option<(HonouredFilter, usize)>) -> Option<ListenAnswer> {
-        take.map(|(filter, limit)| ListenAnswer::new(filter, limit))
+    fn answer(take: Taken) -> Option<ListenAnswer> {
+        match take {
+            Taken::Listen(Some((filter, limit))) => Some(ListenAnswer::new(filter, limit)),
+            Taken::Listen(None) | Taken::Subscribe => None,
+        }
+    }
+
+    /// A listen's stream is the guard's (or, unguarded, the inner's);
+    /// the answer to a `resources/subscribe` is screened like any other.
+    fn screens(take: &Taken) -> bool {
+        matches!(take, Taken::Subscribe)
+    }
+
+    fn screen(&self, parts: &Parts) -> Option<Updates> {
+        let checks = self.check_updates && self.profile.resource_access().is_some();
+        checks.then(|| Updates::new(self.profile.clone(), self.profile.principal(parts)))
     }
 }
 
@@ -187,7 +218,13 @@ async fn check_subscribe(
     let uris = [&*uri];
     if let Some(access) = profile.resource_access() {
         let caller = profile.principal(&parts);
-        if access.readable(caller.as_ref(), &uris).await.first() != Some(&true) {
+        let readable = access.readable(caller.as_ref(), &uris).await.first() == Some(&true);
+        // The stream that will carry its updates need not ask again.
+        let now = std::time::Instant::now();
+        profile
+            .decisions()
+            .put(caller.as_ref(), &uri, readable, now);
+        if !readable {
             return Err(refuse(Rejection::ResourceNotFound));
         }
     }

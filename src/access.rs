@@ -1,0 +1,161 @@
+//! What the [`ResourceAccess`](crate::ResourceAccess) hook answered, kept
+//! for a while per (caller, URI): the checks made while a stream is open
+//! ask the hook once per decision lifetime, not once per event.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::Principal;
+
+/// Most decisions kept at once. Past it, expired ones are forgotten first,
+/// and all of them if none had expired.
+const MAX_DECISIONS: usize = 65_536;
+
+/// The decision cache: one per profile, shared by its clones.
+pub(crate) struct Decisions {
+    ttl: Duration,
+    entries: Mutex<Entries>,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_caller: HashMap<Option<Principal>, HashMap<Box<str>, Decision>>,
+    len: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Decision {
+    readable: bool,
+    at: Instant,
+}
+
+impl Decisions {
+    /// A cache whose decisions hold for `ttl` (zero: nothing is kept).
+    pub(crate) fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            entries: Mutex::default(),
+        }
+    }
+
+    /// How long a decision holds.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Entries> {
+        // A panic elsewhere cannot leave the maps inconsistent: each change
+        // is one insert or one removal.
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn fresh(&self, decision: &Decision, now: Instant) -> bool {
+        now.saturating_duration_since(decision.at) < self.ttl
+    }
+
+    /// May `caller` read `uri`, as decided less than the TTL before `now`.
+    pub(crate) fn get(&self, caller: Option<&Principal>, uri: &str, now: Instant) -> Option<bool> {
+        let entries = self.entries();
+        let decision = entries.by_caller.get(&caller.cloned())?.get(uri)?;
+        self.fresh(decision, now).then_some(decision.readable)
+    }
+
+    /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.
+    pub(crate) fn put(&self, caller: Option<&Principal>, uri: &str, readable: bool, now: Instant) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut entries = self.entries();
+        if entries.len >= MAX_DECISIONS {
+            let mut len = 0;
+            entries.by_caller.retain(|_, uris| {
+                uris.retain(|_, decision| self.fresh(decision, now));
+                len += uris.len();
+                !uris.is_empty()
+            });
+            entries.len = len;
+            if len >= MAX_DECISIONS {
+                *entries = Entries::default();
+            }
+        }
+        let uris = entries.by_caller.entry(caller.cloned()).or_default();
+        let added = uris
+            .insert(uri.into(), Decision { readable, at: now })
+            .is_none();
+        entries.len += usize::from(added);
+    }
+
+    /// How many decisions are kept (expired ones included).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries().len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_hold_for_the_ttl_per_caller_and_uri() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let (alice, bob) = (Principal::new("alice"), Principal::new("bob"));
+        let t0 = Instant::now();
+        decisions.put(Some(&alice), "demo://a", true, t0);
+        decisions.put(None, "demo://a", false, t0);
+        assert_eq!(decisions.get(Some(&alice), "demo://a", t0), Some(true));
+        assert_eq!(decisions.get(None, "demo://a", t0), Some(false));
+        assert_eq!(decisions.get(Some(&bob), "demo://a", t0), None);
+        assert_eq!(decisions.get(Some(&alice), "demo://b", t0), None);
+        let later = t0 + Duration::from_secs(29);
+        assert_eq!(decisions.get(Some(&alice), "demo://a", later), Some(true));
+        let expired = t0 + Duration::from_secs(30);
+        assert_eq!(decisions.get(Some(&alice), "demo://a", expired), None);
+        // A new decision replaces the old one.
+        decisions.put(Some(&alice), "demo://a", false, expired);
+        assert_eq!(
+            decisions.get(Some(&alice), "demo://a", expired),
+            Some(false)
+        );
+        assert_eq!(decisions.len(), 2);
+    }
+
+    #[test]
+    fn a_zero_ttl_keeps_nothing() {
+        let decisions = Decisions::new(Duration::ZERO);
+        let now = Instant::now();
+        decisions.put(None, "demo://a", true, now);
+        assert_eq!(decisions.get(None, "demo://a", now), None);
+        assert_eq!(decisions.len(), 0);
+    }
+
+    #[test]
+    fn a_full_cache_forgets_expired_decisions_first_then_all() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let t0 = Instant::now();
+        for i in 0..MAX_DECISIONS {
+            decisions.put(None, &format!("demo://{i}"), true, t0);
+        }
+        assert_eq!(decisions.len(), MAX_DECISIONS);
+        // Nothing expired: all are forgotten for the new one.
+        decisions.put(None, "demo://new", true, t0);
+        assert_eq!(decisions.len(), 1);
+        assert_eq!(decisions.get(None, "demo://0", t0), None);
+        assert_eq!(decisions.get(None, "demo://new", t0), Some(true));
+
+        let t1 = t0 + Duration::from_secs(20);
+        for i in 1..MAX_DECISIONS {
+            decisions.put(None, &format!("demo://{i}"), true, t1);
+        }
+        // "demo://new" (from t0) expired at t0 + 30 s: only it goes.
+        let t2 = t0 + Duration::from_secs(31);
+        decisions.put(None, "demo://newer", true, t2);
+        assert_eq!(decisions.len(), MAX_DECISIONS);
+        assert_eq!(decisions.get(None, "demo://new", t2), None);
+        assert_eq!(decisions.get(None, "demo://1", t2), Some(true));
+        assert_eq!(decisions.get(None, "demo://newer", t2), Some(true));
+    }
+}
