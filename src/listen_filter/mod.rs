@@ -39,6 +39,15 @@
 //! bytes hold anything the guard did not parse is written anew from its
 //! parsed fields.
 //!
+//! Every other event stream (a legacy session's GET stream, the SSE answer
+//! of a `POST`) is screened whenever the profile has a
+//! [`ResourceAccess`](crate::ResourceAccess) hook: a
+//! `notifications/resources/updated` for a URI the caller may not read, or
+//! without one clear URI, is dropped; the hook is asked through the
+//! profile's per-(caller, URI) decision cache
+//! ([`access_ttl`](crate::ServerProfileBuilder::access_ttl)); everything
+//! else passes as parsed ([`ListenFilterLayer::check_updates`]).
+//!
 //! A request with another method is read only as far as needed and replayed;
 //! it keeps being scanned as the inner service reads it, and a body with a
 //! second top-level `method` is cut short, so a parser that keeps the last
