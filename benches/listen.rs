@@ -1,5 +1,5 @@
-//! Benchmarks 3 and 4: honouring a `subscriptions/listen` filter, and the
-//! listen stream guard.
+//! Benchmarks 3, 4 and 4b: honouring a `subscriptions/listen` filter, the
+//! listen stream guard, and the update screen of every other event stream.
 //!
 //! `cargo bench --bench listen -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
 
@@ -13,7 +13,7 @@ use bytes::Bytes;
 use common::*;
 use criterion::Criterion;
 use http::Request;
-use mcp_edge::{ListenFilterLayer, Principal};
+use mcp_edge::{EdgeLayer, ListenFilterLayer, Principal};
 use tower::ServiceBuilder;
 
 fn listen_body(uris: usize, tasks: usize) -> Vec<u8> {
@@ -192,5 +192,82 @@ fn main() {
             );
         }
     }
+
+    // 4b. The update screen: 10 000 events on a legacy session's GET stream.
+    let events = Arc::new(legacy_events(EVENTS));
+    let inner = Inner {
+        answer: Answer::Sse(events),
+    };
+    let mut bare = inner.clone();
+    let mut unscreened = ServiceBuilder::new()
+        .layer(EdgeLayer::new(p.clone()).check_updates(false))
+        .service(inner.clone());
+    let mut screened = ServiceBuilder::new()
+        .layer(EdgeLayer::new(p.clone()))
+        .service(inner);
+    assert_eq!(count_frames(&mut screened, get_request()), EVENTS);
+    assert_eq!(count_frames(&mut unscreened, get_request()), EVENTS);
+    let group = "screen_10k_events";
+    let mut g = c.benchmark_group(group);
+    g.throughput(criterion::Throughput::Elements(EVENTS as u64));
+    let rows = compare(
+        g,
+        group,
+        &mut [
+            ("bare", &mut || {
+                black_box(count_frames(&mut bare, get_request()));
+            }),
+            ("unscreened", &mut || {
+                black_box(count_frames(&mut unscreened, get_request()));
+            }),
+            ("screened", &mut || {
+                black_box(count_frames(&mut screened, get_request()));
+            }),
+        ],
+        11,
+        40,
+    );
+    if let Some(rows) = rows {
+        let (b, u, sc) = (rows[0].1, rows[1].1, rows[2].1);
+        let e = EVENTS as f64;
+        println!(
+            "SUMMARY\t{group}\tns/event bare={:.1} unscreened={:.1} screened={:.1}\tscreened/unscreened={:.3}",
+            b / e, u / e, sc / e, sc / u
+        );
+    }
     c.final_summary();
+}
+
+/// A legacy session's GET stream of `n` events, one a frame: tool answers
+/// with escaped text, progress and log notifications, and resource updates
+/// for 10 URIs the caller may read.
+fn legacy_events(n: usize) -> Vec<Bytes> {
+    (0..n)
+        .map(|i| {
+            let data = match i % 4 {
+                0 => format!(
+                    r#"{{"jsonrpc":"2.0","id":{i},"result":{{"content":[{{"type":"text","text":"line one\nline two of answer {i}"}}]}}}}"#
+                ),
+                1 => format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{i},"progress":{i},"total":10000}}}}"#
+                ),
+                2 => format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"file:///project/src/module_{0}/file_{0}.rs"}}}}"#,
+                    i % 10
+                ),
+                _ => r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}"#.to_owned(),
+            };
+            Bytes::from(format!("event: message\ndata: {data}\n\n"))
+        })
+        .collect()
+}
+
+/// A legacy session's GET stream request.
+fn get_request() -> Request<ChunkBody> {
+    let mut r = Request::get("/mcp")
+        .header("accept", "text/event-stream")
+        .body(chunk_body(&[]))
+        .unwrap();
+    r.extensions_mut().insert(Principal::new("alice"));
+    r
 }

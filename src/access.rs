@@ -24,10 +24,11 @@ struct Entries {
     len: usize,
 }
 
-#[derive(Clone, Copy)]
-struct Decision {
-    readable: bool,
-    at: Instant,
+/// One answer of the hook, and when it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub(crate) readable: bool,
+    pub(crate) at: Instant,
 }
 
 impl Decisions {
@@ -52,15 +53,21 @@ impl Decisions {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn fresh(&self, decision: &Decision, now: Instant) -> bool {
+    /// Whether `decision` still holds at `now`.
+    pub(crate) fn fresh(&self, decision: &Decision, now: Instant) -> bool {
         now.saturating_duration_since(decision.at) < self.ttl
     }
 
-    /// May `caller` read `uri`, as decided less than the TTL before `now`.
-    pub(crate) fn get(&self, caller: Option<&Principal>, uri: &str, now: Instant) -> Option<bool> {
+    /// May `caller` read `uri`: the decision made less than the TTL before `now`.
+    pub(crate) fn get(
+        &self,
+        caller: Option<&Principal>,
+        uri: &str,
+        now: Instant,
+    ) -> Option<Decision> {
         let entries = self.entries();
-        let decision = entries.by_caller.get(&caller.cloned())?.get(uri)?;
-        self.fresh(decision, now).then_some(decision.readable)
+        let decision = *entries.by_caller.get(&caller.cloned())?.get(uri)?;
+        self.fresh(&decision, now).then_some(decision)
     }
 
     /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.
@@ -99,6 +106,15 @@ impl Decisions {
 mod tests {
     use super::*;
 
+    fn readable(
+        decisions: &Decisions,
+        caller: Option<&Principal>,
+        uri: &str,
+        now: Instant,
+    ) -> Option<bool> {
+        decisions.get(caller, uri, now).map(|d| d.readable)
+    }
+
     #[test]
     fn decisions_hold_for_the_ttl_per_caller_and_uri() {
         let decisions = Decisions::new(Duration::from_secs(30));
@@ -106,18 +122,27 @@ mod tests {
         let t0 = Instant::now();
         decisions.put(Some(&alice), "demo://a", true, t0);
         decisions.put(None, "demo://a", false, t0);
-        assert_eq!(decisions.get(Some(&alice), "demo://a", t0), Some(true));
-        assert_eq!(decisions.get(None, "demo://a", t0), Some(false));
-        assert_eq!(decisions.get(Some(&bob), "demo://a", t0), None);
-        assert_eq!(decisions.get(Some(&alice), "demo://b", t0), None);
+        assert_eq!(
+            readable(&decisions, Some(&alice), "demo://a", t0),
+            Some(true)
+        );
+        assert_eq!(readable(&decisions, None, "demo://a", t0), Some(false));
+        assert_eq!(readable(&decisions, Some(&bob), "demo://a", t0), None);
+        assert_eq!(readable(&decisions, Some(&alice), "demo://b", t0), None);
         let later = t0 + Duration::from_secs(29);
-        assert_eq!(decisions.get(Some(&alice), "demo://a", later), Some(true));
+        assert_eq!(
+            readable(&decisions, Some(&alice), "demo://a", later),
+            Some(true)
+        );
         let expired = t0 + Duration::from_secs(30);
-        assert_eq!(decisions.get(Some(&alice), "demo://a", expired), None);
+        assert_eq!(
+            readable(&decisions, Some(&alice), "demo://a", expired),
+            None
+        );
         // A new decision replaces the old one.
         decisions.put(Some(&alice), "demo://a", false, expired);
         assert_eq!(
-            decisions.get(Some(&alice), "demo://a", expired),
+            readable(&decisions, Some(&alice), "demo://a", expired),
             Some(false)
         );
         assert_eq!(decisions.len(), 2);
@@ -128,7 +153,7 @@ mod tests {
         let decisions = Decisions::new(Duration::ZERO);
         let now = Instant::now();
         decisions.put(None, "demo://a", true, now);
-        assert_eq!(decisions.get(None, "demo://a", now), None);
+        assert_eq!(readable(&decisions, None, "demo://a", now), None);
         assert_eq!(decisions.len(), 0);
     }
 
@@ -143,8 +168,8 @@ mod tests {
         // Nothing expired: all are forgotten for the new one.
         decisions.put(None, "demo://new", true, t0);
         assert_eq!(decisions.len(), 1);
-        assert_eq!(decisions.get(None, "demo://0", t0), None);
-        assert_eq!(decisions.get(None, "demo://new", t0), Some(true));
+        assert_eq!(readable(&decisions, None, "demo://0", t0), None);
+        assert_eq!(readable(&decisions, None, "demo://new", t0), Some(true));
 
         let t1 = t0 + Duration::from_secs(20);
         for i in 1..MAX_DECISIONS {
@@ -154,8 +179,8 @@ mod tests {
         let t2 = t0 + Duration::from_secs(31);
         decisions.put(None, "demo://newer", true, t2);
         assert_eq!(decisions.len(), MAX_DECISIONS);
-        assert_eq!(decisions.get(None, "demo://new", t2), None);
-        assert_eq!(decisions.get(None, "demo://1", t2), Some(true));
-        assert_eq!(decisions.get(None, "demo://newer", t2), Some(true));
+        assert_eq!(readable(&decisions, None, "demo://new", t2), None);
+        assert_eq!(readable(&decisions, None, "demo://1", t2), Some(true));
+        assert_eq!(readable(&decisions, None, "demo://newer", t2), Some(true));
     }
 }

@@ -39,13 +39,13 @@ pub enum Rejection {
     Encoded,
     /// The listen filter was not honoured.
     Listen(ListenError),
-    /// A `resources/subscribe` whose `params` name no URI (-32602, 400); the
+    /// A `resources/subscribe` whose `params` name no URI (-32602, 200); the
     /// message says why.
     InvalidParams(&'static str),
     /// A `resources/subscribe` for a URI the caller may not read, or that
-    /// does not exist: the two are answered alike (-32002, 400).
+    /// does not exist: the two are answered alike (-32002, 200).
     ResourceNotFound,
-    /// A `resources/subscribe` the subscription hook refused (-32602, 400).
+    /// A `resources/subscribe` the subscription hook refused (-32602, 200).
     SubscriptionRefused,
     /// A `resources/subscribe` of the 2026-07-28 era, which removed it
     /// (-32601, 404).
@@ -76,13 +76,19 @@ impl Rejection {
             )
             .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Listen(error) => error.to_jsonrpc(),
-            Self::InvalidParams(message) => JsonRpcError::new(INVALID_PARAMS, *message),
+            // The legacy era answers a request with its JSON-RPC response
+            // (2025-11-25, Streamable HTTP), errors included: a client reads
+            // an error status as a transport failure and loses the code.
+            Self::InvalidParams(message) => {
+                JsonRpcError::new(INVALID_PARAMS, *message).with_status(StatusCode::OK)
+            }
             Self::ResourceNotFound => JsonRpcError::new(RESOURCE_NOT_FOUND, "Resource not found")
-                .with_status(StatusCode::BAD_REQUEST),
+                .with_status(StatusCode::OK),
             Self::SubscriptionRefused => JsonRpcError::new(
                 INVALID_PARAMS,
                 "subscriptions are not supported for this resource",
-            ),
+            )
+            .with_status(StatusCode::OK),
             Self::MethodRemoved => JsonRpcError::new(
                 METHOD_NOT_FOUND,
                 "`resources/subscribe` is not a method of protocol 2026-07-28: use `subscriptions/listen`",

@@ -68,15 +68,14 @@ impl EventRule for Verbatim {
 /// Pushes `event` as it was parsed: its bytes when they say exactly what
 /// was parsed of it, else its fields written anew; a block without data
 /// whose bytes say more than its fields is left out (it dispatches nothing).
+/// Data that is not UTF-8 passes as it came: every client decodes it as the
+/// parser did, with replacement characters.
 pub(crate) fn emit_parsed(event: Event, out: &mut VecDeque<Bytes>) {
-    let rewritten = match event.data() {
-        Some(data) if !event.is_plain() || matches!(data, std::borrow::Cow::Owned(_)) => {
-            Some(event.with_data(&data))
-        }
-        None if !event.is_plain() => return,
-        _ => None,
-    };
-    out.push_back(rewritten.unwrap_or(event.raw));
+    if event.is_plain() {
+        out.push_back(event.raw);
+    } else if let Some(data) = event.data() {
+        out.push_back(event.with_data(&data));
+    }
 }
 
 pin_project! {

@@ -5,11 +5,13 @@
 //! through the profile's decision cache; everything else passes as parsed.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
 use memchr::memmem;
 
+use crate::access::Decision;
 use crate::codec::json;
 use crate::codec::sse::Event;
 use crate::hooks::HookFuture;
@@ -17,6 +19,9 @@ use crate::http::event_stream::Screen;
 use crate::{Principal, ServerProfile};
 
 const UPDATED: &str = "notifications/resources/updated";
+
+/// The search for [`UPDATED`], built once.
+static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(UPDATED));
 
 /// What an event's data carries, as far as the screen cares.
 #[derive(Debug, PartialEq)]
@@ -29,14 +34,17 @@ enum Carried<'a> {
     Unclear,
 }
 
+/// Whether the bytes of an event could hold a resource update: its method
+/// spelled as it is, or an escape that could spell a letter or a `/` of it
+/// (`\u`, `\/`). Other escapes stand for characters the method does not
+/// have, and no line of `data` joined to the next can make it up.
+fn may_carry(raw: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', raw).any(|at| matches!(raw.get(at + 1), Some(b'u' | b'/')))
+        || FINDER.find(raw).is_some()
+}
+
 /// Reads `data` as a client would: one JSON-RPC message, or an array of them.
 fn carried(data: &str) -> Carried<'_> {
-    // Without an escape, a method can only be spelled as it is sent.
-    if memchr::memchr(b'\\', data.as_bytes()).is_none()
-        && memmem::find(data.as_bytes(), UPDATED.as_bytes()).is_none()
-    {
-        return Carried::Nothing;
-    }
     let mut walk = json::Walk::new(data);
     let mut uris = Vec::new();
     let read = if walk.at_object() {
@@ -66,11 +74,30 @@ fn carried(data: &str) -> Carried<'_> {
 /// Reads the object next in `walk` as a message: `Some(true)` when it is not
 /// an update or is one for one clear URI (pushed to `uris`).
 fn message<'a>(walk: &mut json::Walk<'a>, uris: &mut Vec<Cow<'a, str>>) -> Option<bool> {
+    // `params` once: the `uri` found in it (`Err` when not one readable `uri`).
     let (mut method, mut params) = (Ok(None), Ok(None));
     let (_, readable) = walk.members(|walk, key| {
         match &*key {
             "method" => json::record(&mut method, walk.value()?),
-            "params" => json::record(&mut params, walk.value()?),
+            "params" => {
+                let mut uri = Ok(None);
+                if walk.at_object() {
+                    let (_, keys_decode) = walk.members(|walk, key| {
+                        match &*key {
+                            "uri" => json::record(&mut uri, walk.value()?),
+                            _ => walk.skip()?,
+                        }
+                        Some(())
+                    })?;
+                    uri = uri.and_then(|uri| keys_decode.then_some(uri).ok_or(()));
+                } else {
+                    walk.skip()?;
+                }
+                params = match params {
+                    Ok(None) => Ok(Some(uri)),
+                    _ => Err(()),
+                };
+            }
             _ => walk.skip()?,
         }
         Some(())
@@ -83,23 +110,20 @@ fn message<'a>(walk: &mut json::Walk<'a>, uris: &mut Vec<Cow<'a, str>>) -> Optio
         Some(method) if method == UPDATED => {}
         _ => return Some(readable),
     }
-    let uri = match params {
-        Ok(Some(params)) => json::members(params).and_then(|members| {
-            json::unique(&members, "uri")
-                .ok()
-                .flatten()
-                .and_then(json::string)
-        }),
-        _ => None,
-    };
-    match uri {
-        Some(uri) if readable => {
-            uris.push(uri);
-            Some(true)
-        }
+    match params {
+        Ok(Some(Ok(Some(uri)))) if readable => match json::string(uri) {
+            Some(uri) => {
+                uris.push(uri);
+                Some(true)
+            }
+            None => Some(false),
+        },
         _ => Some(false),
     }
 }
+
+/// How many decisions a stream keeps at hand, besides the profile's cache.
+const RECENT: usize = 8;
 
 /// The screen of one stream, for its caller.
 pub(crate) struct Updates {
@@ -107,6 +131,10 @@ pub(crate) struct Updates {
     caller: Option<Principal>,
     /// The hook's answer being awaited for the event held, and its URIs.
     lookup: Option<(Vec<String>, HookFuture)>,
+    /// The last decisions this stream used (as the cache had them, so they
+    /// expire when those do), the oldest replaced first.
+    recent: Vec<(Box<str>, Decision)>,
+    next: usize,
     dropped: u64,
 }
 
@@ -116,7 +144,34 @@ impl Updates {
             profile,
             caller,
             lookup: None,
+            recent: Vec::new(),
+            next: 0,
             dropped: 0,
+        }
+    }
+
+    /// The decision on `uri` that holds at `now`: this stream's, or the cache's.
+    fn decision(&mut self, uri: &str, now: Instant) -> Option<bool> {
+        let decisions = self.profile.decisions();
+        if let Some((_, decision)) = self.recent.iter().find(|(known, _)| **known == *uri) {
+            if decisions.fresh(decision, now) {
+                return Some(decision.readable);
+            }
+        }
+        let decision = decisions.get(self.caller.as_ref(), uri, now)?;
+        self.keep(uri, decision);
+        Some(decision.readable)
+    }
+
+    /// Keeps `decision` at hand.
+    fn keep(&mut self, uri: &str, decision: Decision) {
+        if let Some(slot) = self.recent.iter_mut().find(|(known, _)| **known == *uri) {
+            slot.1 = decision;
+        } else if self.recent.len() < RECENT {
+            self.recent.push((uri.into(), decision));
+        } else {
+            self.recent[self.next] = (uri.into(), decision);
+            self.next = (self.next + 1) % RECENT;
         }
     }
 
@@ -135,10 +190,13 @@ impl Updates {
         let Some((uris, _)) = self.lookup.take() else {
             return Poll::Ready(false);
         };
-        let now = Instant::now();
-        let decisions = self.profile.decisions();
+        let at = Instant::now();
         for (uri, readable) in uris.iter().zip(&answers) {
-            decisions.put(self.caller.as_ref(), uri, *readable, now);
+            let readable = *readable;
+            self.profile
+                .decisions()
+                .put(self.caller.as_ref(), uri, readable, at);
+            self.keep(uri, Decision { readable, at });
         }
         // A short answer denies what it does not cover.
         Poll::Ready(answers.len() >= uris.len() && answers.iter().take(uris.len()).all(|r| *r))
@@ -154,6 +212,9 @@ impl Screen for Updates {
                 false => self.drop_one("a URI the caller may not read"),
             };
         }
+        if !may_carry(&event.raw) {
+            return Poll::Ready(true);
+        }
         let Some(data) = event.data() else {
             return Poll::Ready(true);
         };
@@ -162,23 +223,26 @@ impl Screen for Updates {
             Carried::Unclear => return self.drop_one("an update without one clear URI"),
             Carried::Updates(uris) => uris,
         };
-        let Some(access) = self.profile.resource_access() else {
+        if self.profile.resource_access().is_none() {
             return Poll::Ready(true);
-        };
+        }
         let now = Instant::now();
-        let decisions = self.profile.decisions();
         let mut unknown: Vec<&str> = Vec::new();
         for uri in &uris {
-            match decisions.get(self.caller.as_ref(), uri, now) {
+            match self.decision(uri, now) {
                 Some(true) => {}
                 Some(false) => return self.drop_one("a URI the caller may not read"),
                 None if unknown.contains(&&**uri) => {}
                 None => unknown.push(uri),
             }
         }
-        if unknown.is_empty() {
+        let Some(access) = self
+            .profile
+            .resource_access()
+            .filter(|_| !unknown.is_empty())
+        else {
             return Poll::Ready(true);
-        }
+        };
         let future = access.readable(self.caller.as_ref(), &unknown);
         let unknown = unknown.into_iter().map(str::to_owned).collect();
         self.lookup = Some((unknown, future));
@@ -201,8 +265,12 @@ impl Drop for Updates {
 mod tests {
     use super::*;
 
+    /// What `data` carries, when its event's bytes pass the first look.
     fn updates(data: &str) -> Carried<'_> {
-        carried(data)
+        match may_carry(data.as_bytes()) {
+            true => carried(data),
+            false => Carried::Nothing,
+        }
     }
 
     fn uris(list: &[&'static str]) -> Carried<'static> {
@@ -229,7 +297,7 @@ mod tests {
     #[test]
     fn other_messages_carry_nothing() {
         for data in [
-            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\nb"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\nb\"\\\t"}]}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#,
             r#"{"method":"notifications/resources/updated2","params":{"uri":"x"}}"#,
             r#"{"method":"Notifications/Resources/Updated","params":{"uri":"x"}}"#,
@@ -237,6 +305,8 @@ mod tests {
             "[]",
             "\"notifications/resources/updated\"",
             "plain text",
+            // Escapes that cannot spell the method, even in text that is not JSON.
+            r#"{"text":"\q\n"}"#,
         ] {
             assert_eq!(updates(data), Carried::Nothing, "{data}");
         }
@@ -257,7 +327,8 @@ mod tests {
             // Not JSON, or more than one value.
             r#"{"method":"notifications/resources/updated","params":{"uri":"a"}} x"#,
             r#"{"method":"notifications/resources/updated","params":{"uri":"a"}"#,
-            r#"{"text":"\q"}"#,
+            r#"{"text":"\u12"}"#,
+            r#"{"text":"\/"} x"#,
             // A key that does not decode.
             r#"{"\ud800":1,"method":"notifications/resources/updated","params":{"uri":"a"}}"#,
             // One unclear item makes the batch unclear.
