@@ -260,9 +260,15 @@ fn same_media(media: &[u8], lowercase: &[u8]) -> bool {
 
 /// A response body is `text/event-stream`, parameters ignored.
 pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| same_media(essence(value.as_bytes()), b"text/event-stream"))
+    // A response has a few headers: looking through them costs less than
+    // hashing the name.
+    let value = match headers.len() <= 8 {
+        true => headers
+            .iter()
+            .find_map(|(name, value)| (name == header::CONTENT_TYPE).then_some(value)),
+        false => headers.get(header::CONTENT_TYPE),
+    };
+    value.is_some_and(|value| same_media(essence(value.as_bytes()), b"text/event-stream"))
 }
 
 /// True when a body carries a content coding other than `identity`.

@@ -93,6 +93,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     type Data = Bytes;
     type Error = B::Error;
 
+    #[inline]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -89,6 +89,7 @@ pub(crate) fn to_bytes<D: Buf>(mut data: D) -> Bytes {
 }
 
 /// Polls `body` for its next frame, with the data as `Bytes`.
+#[inline]
 pub(crate) fn poll_bytes<B: Body>(
     body: Pin<&mut B>,
     cx: &mut Context<'_>,

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use memchr::memmem;
 
-use crate::access::Decision;
+use crate::access::{Decision, Decisions};
 use crate::codec::json;
 use crate::codec::sse::Event;
 use crate::hooks::HookFuture;
@@ -125,10 +125,18 @@ fn message<'a>(walk: &mut json::Walk<'a>, uris: &mut Vec<Cow<'a, str>>) -> Optio
 /// How many decisions a stream keeps at hand, besides the profile's cache.
 const RECENT: usize = 8;
 
-/// The screen of one stream, for its caller.
+/// The screen of one stream, for its caller. Small: one is made for every
+/// request, and most answers are no event stream, or carry no update.
 pub(crate) struct Updates {
     profile: ServerProfile,
     caller: Option<Principal>,
+    /// What the stream learned, once it carried a resource update.
+    seen: Option<Box<Seen>>,
+}
+
+/// What a stream's screen keeps between events.
+#[derive(Default)]
+struct Seen {
     /// The hook's answer being awaited for the event held, and its URIs.
     lookup: Option<(Vec<String>, HookFuture)>,
     /// The last decisions this stream used (as the cache had them, so they
@@ -138,27 +146,21 @@ pub(crate) struct Updates {
     dropped: u64,
 }
 
-impl Updates {
-    pub(crate) fn new(profile: ServerProfile, caller: Option<Principal>) -> Self {
-        Self {
-            profile,
-            caller,
-            lookup: None,
-            recent: Vec::new(),
-            next: 0,
-            dropped: 0,
-        }
-    }
-
+impl Seen {
     /// The decision on `uri` that holds at `now`: this stream's, or the cache's.
-    fn decision(&mut self, uri: &str, now: Instant) -> Option<bool> {
-        let decisions = self.profile.decisions();
+    fn decision(
+        &mut self,
+        decisions: &Decisions,
+        caller: Option<&Principal>,
+        uri: &str,
+        now: Instant,
+    ) -> Option<bool> {
         if let Some((_, decision)) = self.recent.iter().find(|(known, _)| **known == *uri) {
             if decisions.fresh(decision, now) {
                 return Some(decision.readable);
             }
         }
-        let decision = decisions.get(self.caller.as_ref(), uri, now)?;
+        let decision = decisions.get(caller, uri, now)?;
         self.keep(uri, decision);
         Some(decision.readable)
     }
@@ -181,8 +183,14 @@ impl Updates {
         Poll::Ready(false)
     }
 
-    /// Awaits the lookup and keeps its answers: whether every URI is readable.
-    fn poll_lookup(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+    /// Awaits the lookup and keeps its answers: whether every URI is
+    /// readable (the event is dropped, counted, when one is not).
+    fn poll_lookup(
+        &mut self,
+        cx: &mut Context<'_>,
+        decisions: &Decisions,
+        caller: Option<&Principal>,
+    ) -> Poll<bool> {
         let Some((_, future)) = self.lookup.as_mut() else {
             return Poll::Ready(false);
         };
@@ -193,24 +201,34 @@ impl Updates {
         let at = Instant::now();
         for (uri, readable) in uris.iter().zip(&answers) {
             let readable = *readable;
-            self.profile
-                .decisions()
-                .put(self.caller.as_ref(), uri, readable, at);
+            decisions.put(caller, uri, readable, at);
             self.keep(uri, Decision { readable, at });
         }
         // A short answer denies what it does not cover.
-        Poll::Ready(answers.len() >= uris.len() && answers.iter().take(uris.len()).all(|r| *r))
+        match answers.len() >= uris.len() && answers.iter().take(uris.len()).all(|r| *r) {
+            true => Poll::Ready(true),
+            false => self.drop_one("a URI the caller may not read"),
+        }
+    }
+}
+
+impl Updates {
+    pub(crate) fn new(profile: ServerProfile, caller: Option<Principal>) -> Self {
+        Self {
+            profile,
+            caller,
+            seen: None,
+        }
     }
 }
 
 impl Screen for Updates {
     fn poll_admits(&mut self, cx: &mut Context<'_>, event: &Event) -> Poll<bool> {
-        if self.lookup.is_some() {
+        let caller = self.caller.as_ref();
+        let decisions = self.profile.decisions();
+        if let Some(seen) = self.seen.as_mut().filter(|seen| seen.lookup.is_some()) {
             // Asked again about the event whose URIs are being looked up.
-            return match ready!(self.poll_lookup(cx)) {
-                true => Poll::Ready(true),
-                false => self.drop_one("a URI the caller may not read"),
-            };
+            return seen.poll_lookup(cx, decisions, caller);
         }
         if !may_carry(&event.raw) {
             return Poll::Ready(true);
@@ -218,43 +236,45 @@ impl Screen for Updates {
         let Some(data) = event.data() else {
             return Poll::Ready(true);
         };
+        let seen = self.seen.get_or_insert_with(Box::default);
         let uris = match carried(&data) {
             Carried::Nothing => return Poll::Ready(true),
-            Carried::Unclear => return self.drop_one("an update without one clear URI"),
+            Carried::Unclear => return seen.drop_one("an update without one clear URI"),
             Carried::Updates(uris) => uris,
         };
-        if self.profile.resource_access().is_none() {
+        let Some(access) = self.profile.resource_access() else {
             return Poll::Ready(true);
-        }
+        };
         let now = Instant::now();
         let mut unknown: Vec<&str> = Vec::new();
         for uri in &uris {
-            match self.decision(uri, now) {
+            match seen.decision(decisions, caller, uri, now) {
                 Some(true) => {}
-                Some(false) => return self.drop_one("a URI the caller may not read"),
+                Some(false) => return seen.drop_one("a URI the caller may not read"),
                 None if unknown.contains(&&**uri) => {}
                 None => unknown.push(uri),
             }
         }
-        let Some(access) = self
-            .profile
-            .resource_access()
-            .filter(|_| !unknown.is_empty())
-        else {
+        if unknown.is_empty() {
             return Poll::Ready(true);
-        };
-        let future = access.readable(self.caller.as_ref(), &unknown);
+        }
+        let future = access.readable(caller, &unknown);
         let unknown = unknown.into_iter().map(str::to_owned).collect();
-        self.lookup = Some((unknown, future));
-        self.poll_admits(cx, event)
+        seen.lookup = Some((unknown, future));
+        seen.poll_lookup(cx, decisions, caller)
     }
 }
 
 impl Drop for Updates {
     fn drop(&mut self) {
-        if self.dropped > 0 {
+        if let Some(dropped) = self
+            .seen
+            .as_ref()
+            .map(|seen| seen.dropped)
+            .filter(|n| *n > 0)
+        {
             tracing::info!(
-                dropped = self.dropped,
+                dropped,
                 "event stream: resource updates the caller may not read were dropped"
             );
         }

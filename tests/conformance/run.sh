@@ -70,45 +70,16 @@ fi
   || fail_setup "$NODE is not Node 22 or later"
 
 # --- the server -----------------------------------------------------------
-echo "== building the example server"
-(cd "$ROOT" && cargo build --quiet --example server) || fail_setup "cargo build failed"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
-SERVER="$TARGET_DIR/debug/examples/server"
-[ -x "$SERVER" ] || fail_setup "no server binary at $SERVER"
-
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcp-edge-conformance.XXXXXX")"
-PORT="$("$NODE" -e '
-  const server = require("net").createServer();
-  server.listen(0, "127.0.0.1", () => { console.log(server.address().port); server.close(); });')"
-URL="http://127.0.0.1:$PORT/mcp"
-
-SERVER_PID=""
-stop_server() {
-  [ -n "$SERVER_PID" ] || return 0
-  if kill -TERM "$SERVER_PID" 2>/dev/null; then
-    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-  fi
-  wait "$SERVER_PID" 2>/dev/null || true
-  SERVER_PID=""
-}
+# shellcheck source=../lib/serve.sh
+source "$ROOT/tests/lib/serve.sh"
 cleanup() {
   stop_server
   if [ "$KEEP" -eq 0 ]; then rm -rf "$OUT"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-echo "== starting $SERVER${BARE[*]:+ ${BARE[*]}} on $URL"
-RUST_LOG="${RUST_LOG:-info}" "$SERVER" --addr "127.0.0.1:$PORT" "${BARE[@]}" >"$OUT/server.log" 2>&1 &
-SERVER_PID=$!
-for attempt in $(seq 100); do
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; fail_setup "the server exited"; }
-  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then break; fi
-  [ "$attempt" -lt 100 ] || fail_setup "the server did not answer on port $PORT"
-  sleep 0.1
-done
+serve
 
 # --- the scenarios --------------------------------------------------------
 for entry in "${SCENARIOS[@]}"; do

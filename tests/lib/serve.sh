@@ -1,0 +1,48 @@
+# The reference deployment for the scripts that test it through HTTP
+# (tests/conformance/run.sh, tests/clients/run.sh): sourced, not run.
+#
+# Expects ROOT (the repository), NODE (a Node 22 binary, for a free port),
+# OUT (a results folder), BARE (an array: empty, or `--bare`) and a
+# `fail_setup` function. `serve` builds the example (honouring
+# CARGO_TARGET_DIR), starts it on a free loopback port with its log in
+# $OUT/server.log, and waits until it answers; it sets URL and SERVER_PID.
+# `stop_server` stops it (TERM, then KILL after 10 s), and is safe to call
+# twice.
+
+SERVER_PID=""
+
+serve() {
+  echo "== building the example server"
+  (cd "$ROOT" && cargo build --quiet --example server) || fail_setup "cargo build failed"
+  local target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"
+  case "$target_dir" in /*) ;; *) target_dir="$ROOT/$target_dir" ;; esac
+  local server="$target_dir/debug/examples/server"
+  [ -x "$server" ] || fail_setup "no server binary at $server"
+
+  local port
+  port="$("$NODE" -e '
+    const server = require("net").createServer();
+    server.listen(0, "127.0.0.1", () => { console.log(server.address().port); server.close(); });')"
+  URL="http://127.0.0.1:$port/mcp"
+
+  echo "== starting $server${BARE[*]:+ ${BARE[*]}} on $URL"
+  RUST_LOG="${RUST_LOG:-info}" "$server" --addr "127.0.0.1:$port" "${BARE[@]}" >"$OUT/server.log" 2>&1 &
+  SERVER_PID=$!
+  local attempt
+  for attempt in $(seq 100); do
+    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$OUT/server.log" >&2; fail_setup "the server exited"; }
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    [ "$attempt" -lt 100 ] || fail_setup "the server did not answer on port $port"
+    sleep 0.1
+  done
+}
+
+stop_server() {
+  [ -n "$SERVER_PID" ] || return 0
+  if kill -TERM "$SERVER_PID" 2>/dev/null; then
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$SERVER_PID" 2>/dev/null || true
+  fi
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+}
