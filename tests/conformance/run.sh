@@ -70,16 +70,9 @@ fi
   || fail_setup "$NODE is not Node 22 or later"
 
 # --- the server -----------------------------------------------------------
-OUT="$(mktemp -d "${TMPDIR:-/tmp}/mcp-edge-conformance.XXXXXX")"
 # shellcheck source=../lib/serve.sh
 source "$ROOT/tests/lib/serve.sh"
-cleanup() {
-  stop_server
-  if [ "$KEEP" -eq 0 ]; then rm -rf "$OUT"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-serve
+serve mcp-edge-conformance
 
 # --- the scenarios --------------------------------------------------------
 for entry in "${SCENARIOS[@]}"; do

@@ -2,16 +2,27 @@
 # (tests/conformance/run.sh, tests/clients/run.sh): sourced, not run.
 #
 # Expects ROOT (the repository), NODE (a Node 22 binary, for a free port),
-# OUT (a results folder), BARE (an array: empty, or `--bare`) and a
-# `fail_setup` function. `serve` builds the example (honouring
-# CARGO_TARGET_DIR), starts it on a free loopback port with its log in
-# $OUT/server.log, and waits until it answers; it sets URL and SERVER_PID.
-# `stop_server` stops it (TERM, then KILL after 10 s), and is safe to call
-# twice.
+# BARE (an array: empty, or `--bare`), KEEP (1 keeps the results folder)
+# and a `fail_setup` function. `serve NAME` makes the results folder OUT
+# (under TMPDIR, named after NAME; removed at exit unless KEEP is 1),
+# builds the example (honouring CARGO_TARGET_DIR), starts it on a free
+# loopback port with its log in $OUT/server.log, and waits until it
+# answers; it sets OUT, URL and SERVER_PID. `stop_server` stops it (TERM,
+# then KILL after 10 s); it runs at exit too, and is safe to call twice.
 
 SERVER_PID=""
+OUT=""
+
+cleanup() {
+  stop_server
+  if [ "$KEEP" -eq 0 ] && [ -n "$OUT" ]; then rm -rf "$OUT"; fi
+}
 
 serve() {
+  OUT="$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")"
+  trap cleanup EXIT
+  trap 'exit 130' INT TERM
+
   echo "== building the example server"
   (cd "$ROOT" && cargo build --quiet --example server) || fail_setup "cargo build failed"
   local target_dir="${CARGO_TARGET_DIR:-$ROOT/target}"
