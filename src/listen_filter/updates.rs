@@ -357,4 +357,133 @@ mod tests {
             assert_eq!(updates(data), Carried::Unclear, "{data}");
         }
     }
+
+    /// JSON read as a parser that keeps the first of duplicate keys.
+    struct FirstWins(serde_json::Value);
+
+    impl<'de> serde::Deserialize<'de> for FirstWins {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl<'de> serde::de::Visitor<'de> for Visitor {
+                type Value = FirstWins;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("JSON")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<FirstWins, A::Error> {
+                    let mut out = serde_json::Map::new();
+                    while let Some((key, FirstWins(value))) =
+                        map.next_entry::<String, FirstWins>()?
+                    {
+                        out.entry(key).or_insert(value);
+                    }
+                    Ok(FirstWins(serde_json::Value::Object(out)))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<FirstWins, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(FirstWins(value)) = seq.next_element()? {
+                        out.push(value);
+                    }
+                    Ok(FirstWins(serde_json::Value::Array(out)))
+                }
+                fn visit_str<E>(self, v: &str) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_string<E>(self, v: String) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_bool<E>(self, v: bool) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_i64<E>(self, v: i64) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_u64<E>(self, v: u64) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_f64<E>(self, v: f64) -> Result<FirstWins, E> {
+                    Ok(FirstWins(v.into()))
+                }
+                fn visit_unit<E>(self) -> Result<FirstWins, E> {
+                    Ok(FirstWins(serde_json::Value::Null))
+                }
+            }
+            deserializer.deserialize_any(Visitor)
+        }
+    }
+
+    /// The URIs of the resource updates in `value`, as a client reads them.
+    fn updates_in(value: &serde_json::Value) -> Vec<String> {
+        let messages = match value {
+            serde_json::Value::Array(items) => items.iter().collect(),
+            other => vec![other],
+        };
+        messages
+            .into_iter()
+            .filter(|m| m["method"] == UPDATED)
+            .filter_map(|m| m["params"]["uri"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    const CASES: &[&str] = &[
+        r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"demo://a"}}"#,
+        r#"{"m\u0065thod":"notifications\/resources\/updated","params":{"uri":"demo:\/\/a"}}"#,
+        r#"[{"method":"notifications/resources/updated","params":{"uri":"a"}},{"method":"x"}]"#,
+        r#"{"method":"notifications/message","method":"notifications/resources/updated","params":{"uri":"a"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"a","uri":"b"}}"#,
+        r#"{"method":"notifications/resources/updated","params":{"uri":"a"},"params":{"uri":"b"}}"#,
+        r#"{"params":{"uri":"b"},"method":"notifications/resources/updat\u0065d"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a\nb"}]}}"#,
+        r#"{"method":"notifications/progress","params":{"uri":"c","progress":1}}"#,
+    ];
+
+    proptest::proptest! {
+        /// Whatever a first-wins or a last-wins parser reads as resource
+        /// updates, the screen either drops it (unclear) or checks every
+        /// one of those URIs: nothing passes unchecked.
+        #[test]
+        fn no_update_passes_unchecked(
+            case in 0..CASES.len(),
+            other in 0..CASES.len(),
+            at in 0usize..120,
+            to in 0usize..120,
+            byte in proptest::sample::select(b" \"\\{}[],:/uabdeimnoprst0".to_vec()),
+        ) {
+            let (a, b) = (CASES[case].as_bytes(), CASES[other].as_bytes());
+            let (at, to) = (at.min(a.len()), to.min(b.len()));
+            let mut inputs = vec![a.to_vec(), [&a[..at], &b[to..]].concat()];
+            let mut flipped = a.to_vec();
+            if at < a.len() {
+                flipped[at] = byte;
+            }
+            inputs.push(flipped);
+            let mut inserted = a.to_vec();
+            inserted.insert(at, byte);
+            inputs.push(inserted);
+            for input in inputs {
+                let Ok(data) = std::str::from_utf8(&input) else { continue };
+                let mut read = Vec::new();
+                if let Ok(value) = serde_json::from_str::<serde_json::Value>(data) {
+                    read.extend(updates_in(&value));
+                }
+                if let Ok(FirstWins(value)) = serde_json::from_str::<FirstWins>(data) {
+                    read.extend(updates_in(&value));
+                }
+                match updates(data) {
+                    Carried::Unclear => {}
+                    Carried::Nothing => proptest::prop_assert!(read.is_empty(), "{} reads {:?}", data, read),
+                    Carried::Updates(uris) => {
+                        for uri in &read {
+                            proptest::prop_assert!(uris.iter().any(|u| u == uri), "{} reads {}, checked {:?}", data, uri, uris);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
