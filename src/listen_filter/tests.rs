@@ -1763,6 +1763,20 @@ async fn other_streams_drop_updates_the_caller_may_not_read_at_every_split() {
 }
 
 #[tokio::test]
+async fn other_streams_are_screened_alike_cut_anywhere_in_two() {
+    let (events, expected) = leaky_legacy_stream();
+    let all = Bytes::from(events.concat());
+    for at in 0..=all.len() {
+        let (head, tail) = (all.slice(..at), all.slice(at..));
+        let inner = Inner::new(Arc::new(move |_: &Received| {
+            sse_response(vec![head.clone(), tail.clone()])
+        }));
+        let response = run(layer(), &inner, get_stream(Some("alice-token"))).await;
+        assert_eq!(text(response).await, expected[2], "cut at {at}");
+    }
+}
+
+#[tokio::test]
 async fn the_sse_answer_of_a_post_is_screened_too() {
     let answer = r#"data: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#.to_owned() + "\n\n";
     let events = vec![updated(BOB_NOTES), updated(README), answer.clone()];
