@@ -243,15 +243,6 @@ pub(crate) fn batch_names(body: &[u8], interest: Interest) -> Result<Option<Meth
     Ok(named)
 }
 
-/// A media type without its parameters.
-fn essence(value: &[u8]) -> &[u8] {
-    let media = match memchr::memchr(b';', value) {
-        Some(at) => &value[..at],
-        None => value,
-    };
-    media.trim_ascii()
-}
-
 /// ASCII case-insensitive equality, with the common all-lowercase spelling
 /// matched byte for byte first.
 fn same_media(media: &[u8], lowercase: &[u8]) -> bool {
@@ -268,7 +259,16 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
             .find_map(|(name, value)| (name == header::CONTENT_TYPE).then_some(value)),
         false => headers.get(header::CONTENT_TYPE),
     };
-    value.is_some_and(|value| same_media(essence(value.as_bytes()), b"text/event-stream"))
+    value.is_some_and(|value| is_media(value.as_bytes(), b"text/event-stream"))
+}
+
+/// Whether the media type of a `Content-Type` value, parameters and the
+/// space around it ignored, is `lowercase`.
+fn is_media(value: &[u8], lowercase: &[u8]) -> bool {
+    let Some((media, rest)) = value.trim_ascii_start().split_at_checked(lowercase.len()) else {
+        return false;
+    };
+    same_media(media, lowercase) && matches!(rest.trim_ascii_start().first(), None | Some(b';'))
 }
 
 /// True when a body carries a content coding other than `identity`.
@@ -310,6 +310,12 @@ mod tests {
             ("text/event-stream", true),
             ("Text/Event-Stream ; charset=utf-8", true),
             ("text/event-streams", false),
+            (" text/event-stream;x", true),
+            ("text/event-stream  ", true),
+            ("text/event-stream x", false),
+            ("application/json", false),
+            ("text/event", false),
+            ("", false),
         ] {
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
             assert_eq!(is_event_stream(&headers), events, "{value}");
