@@ -23,6 +23,7 @@ use crate::jsonrpc::{JsonRpcError, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPAB
 use crate::profile::{ServerProfile, UnreadableUris};
 
 mod ack;
+pub(crate) mod stream;
 mod validate;
 
 /// One field of a listen filter.

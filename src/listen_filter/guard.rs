@@ -9,13 +9,12 @@ use serde_json::value::RawValue;
 
 use crate::codec::json;
 use crate::codec::sse::{self, Event};
+use crate::filter::stream::{
+    acknowledgment, covers as covers_bytes, ACKNOWLEDGED, SUBSCRIPTION_ID,
+};
 use crate::filter::{HonouredFilter, Topic};
 use crate::http::event_stream::EventRule;
 use crate::http::intercept::{AnswerRule, Rewritten};
-
-/// The `_meta` key that tags every message of a listen stream.
-pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 
 /// Narrows acknowledgments to the honoured ack, sends the ack first if the
 /// inner service did not, and drops notifications outside the filter.
@@ -65,10 +64,7 @@ impl Guard {
 
     /// The acknowledgment of `notifications`, tagged with the subscription.
     fn ack_message(&self, notifications: &str) -> String {
-        format!(
-            r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{notifications},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
-            self.filter.subscription_id().get()
-        )
+        acknowledgment(&self.filter, notifications)
     }
 
     /// The acknowledgment the inner service should have sent first.
@@ -381,39 +377,6 @@ impl<'a> Params<'a> {
             },
         })
     }
-}
-
-/// The sub-resource rule: an honoured URI covers itself and every URI below
-/// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
-/// A URI with a `.` or `..` path segment, raw or percent-encoded, is covered
-/// only by itself: `…/alice/notes/../../bob/notes` is not below
-/// `…/alice/notes`.
-fn covers_bytes(honoured: &[u8], uri: &[u8]) -> bool {
-    match uri.strip_prefix(honoured) {
-        Some([]) => true,
-        Some(rest) => (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !has_dot_segment(uri),
-        None => false,
-    }
-}
-
-/// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw
-/// or as `%2e` / `%2E`.
-fn has_dot_segment(uri: &[u8]) -> bool {
-    uri.split(|&b| b == b'/').any(|segment| {
-        let mut dots = 0;
-        let mut rest = segment;
-        while !rest.is_empty() {
-            if rest[0] == b'.' {
-                rest = &rest[1..];
-            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
-                rest = &rest[3..];
-            } else {
-                return false;
-            }
-            dots += 1;
-        }
-        (1..=2).contains(&dots)
-    })
 }
 
 #[cfg(test)]

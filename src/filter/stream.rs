@@ -1,0 +1,54 @@
+//! What every listen stream says, whoever serves it (the inner service
+//! behind the stream guard, or the listen hub): the subscription tag, the
+//! acknowledgment, the listen's own end, and the sub-resource rule that
+//! decides which updates a stream hears.
+
+use super::HonouredFilter;
+
+/// The `_meta` key that tags every message of a listen stream.
+pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The method of a listen's acknowledgment.
+pub(crate) const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+
+/// The acknowledgment of `notifications` (JSON text), tagged with the
+/// subscription of `filter`.
+pub(crate) fn acknowledgment(filter: &HonouredFilter, notifications: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{notifications},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
+        filter.subscription_id().get()
+    )
+}
+
+/// The sub-resource rule: an honoured URI covers itself and every URI below
+/// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
+/// A URI with a `.` or `..` path segment, raw or percent-encoded, is covered
+/// only by itself: `…/alice/notes/../../bob/notes` is not below
+/// `…/alice/notes`.
+pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
+    match uri.strip_prefix(honoured) {
+        Some([]) => true,
+        Some(rest) => (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !has_dot_segment(uri),
+        None => false,
+    }
+}
+
+/// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw
+/// or as `%2e` / `%2E`.
+fn has_dot_segment(uri: &[u8]) -> bool {
+    uri.split(|&b| b == b'/').any(|segment| {
+        let mut dots = 0;
+        let mut rest = segment;
+        while !rest.is_empty() {
+            if rest[0] == b'.' {
+                rest = &rest[1..];
+            } else if rest.len() >= 3 && rest[..3].eq_ignore_ascii_case(b"%2e") {
+                rest = &rest[3..];
+            } else {
+                return false;
+            }
+            dots += 1;
+        }
+        (1..=2).contains(&dots)
+    })
+}
