@@ -28,6 +28,10 @@ pub const HEADER_MISMATCH: i64 = -32020;
 pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// The protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A bounded resource is exhausted (too many open streams, a stream that
+/// fell behind), as the events working group's draft defines it; `data`
+/// names the limit (`limit`) and its value (`max`).
+pub const RESOURCE_EXHAUSTED: i64 = -32013;
 
 /// A JSON-RPC error with the HTTP status it is answered with.
 ///

@@ -53,6 +53,8 @@ mod filter;
 pub mod fuzzing;
 mod hooks;
 mod http;
+#[cfg(feature = "hub")]
+pub mod hub;
 pub mod jsonrpc;
 pub mod listen_filter;
 mod profile;

@@ -12,7 +12,7 @@ pub(crate) mod peek;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod ready;
 pub(crate) mod reply;
-mod rewind;
+pub(crate) mod rewind;
 mod watch;
 
 pub use self::body::RequestBody;

@@ -1,0 +1,385 @@
+//! The listen hub: the edge serves every honoured listen itself.
+//!
+//! [`ListenHubLayer`] sits inside [`ListenFilterLayer`](crate::ListenFilterLayer)
+//! (or [`EdgeLayer`](crate::EdgeLayer)): every request that carries a
+//! [`HonouredFilter`](crate::HonouredFilter) is answered with the listen's SSE stream — the
+//! acknowledgment first, then every change published under the stream's
+//! topics, tagged with the subscription id — and every other request goes
+//! to the inner service untouched. The inner server never serves a listen:
+//! it publishes what changed through a [`Publisher`].
+//!
+//! - **Delivery** follows the honoured topics: a resource update reaches the
+//!   streams whose honoured URIs cover its URI (the guard's sub-resource
+//!   rule), a list change the streams that honour its kind, a task's status
+//!   only the streams of the task's owner that honour the task.
+//! - **Send-time authorization.** Before a resource update is queued, the
+//!   stream's caller is checked again with the profile's
+//!   [`ResourceAccess`](crate::ResourceAccess) hook, through the profile's
+//!   per-(caller, URI) decision cache
+//!   ([`access_ttl`](crate::ServerProfileBuilder::access_ttl)), one hook call
+//!   per caller and update: a revoked reader stops hearing updates within
+//!   the TTL.
+//! - **Backlog.** Each stream holds at most
+//!   [`backlog`](ListenHubBuilder::backlog) undelivered events; a list change
+//!   already pending is not queued twice. A stream that falls further behind
+//!   ends with a JSON-RPC error for its listen id (-32013, `data.limit`
+//!   `"backlog"`).
+//! - **Keep-alive.** An idle stream sends an SSE comment every
+//!   [`keep_alive`](ListenHubBuilder::keep_alive).
+//! - **Admission.** At most [`max_streams`](ListenHubBuilder::max_streams)
+//!   streams are open, and
+//!   [`max_streams_per_caller`](ListenHubBuilder::max_streams_per_caller)
+//!   per caller (anonymous callers share one count unless an
+//!   [`admission_key`](ListenHubBuilder::admission_key) says otherwise). A
+//!   listen over a cap is answered with HTTP 429, `Retry-After` and a
+//!   JSON-RPC error for its id: -32013, `data` naming the limit and its
+//!   value. A stream's slot is freed as soon as it is dropped.
+//! - **Graceful shutdown.** [`ListenHub::shutdown`] ends every stream with
+//!   the listen's own successful response (a `result` of standard fields
+//!   only), as the 2026-07-28 subscriptions page asks; a listen after it is
+//!   acknowledged and ended the same way.
+//!
+//! Streams and deliveries are logged with `tracing` (opened, closed and
+//! why, updates dropped by the send-time check, lagging streams), never
+//! with a URI or a task id at info level.
+
+mod layer;
+mod registry;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use http::request::Parts;
+use serde_json::{Map, Value};
+
+pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
+pub use self::stream::ListenStream;
+
+use self::registry::Registry;
+use self::stream::Item;
+use crate::{Principal, ServerProfile};
+
+/// Default of [`ListenHubBuilder::keep_alive`].
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Default of [`ListenHubBuilder::backlog`].
+const BACKLOG: usize = 256;
+/// Default of [`ListenHubBuilder::max_streams`].
+const MAX_STREAMS: usize = 10_000;
+/// Default of [`ListenHubBuilder::max_streams_per_caller`].
+const MAX_STREAMS_PER_CALLER: usize = 64;
+
+/// Serves listen streams at the edge and delivers what is published to them.
+///
+/// Cloning is an `Arc` clone: the layer, the publishers and the hub share
+/// one registry of streams.
+///
+/// ```
+/// use mcp_edge::hub::ListenHub;
+/// use mcp_edge::{EdgeLayer, ServerProfile};
+/// use tower::ServiceBuilder;
+///
+/// let profile = ServerProfile::builder().build().unwrap();
+/// let hub = ListenHub::new(profile.clone());
+/// let publisher = hub.publisher();
+/// let service = ServiceBuilder::new()
+///     .layer(EdgeLayer::new(profile))
+///     .layer(hub.layer())
+///     .service_fn(|_: http::Request<mcp_edge::RequestBody<String>>| async {
+///         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+///     });
+/// # let _ = (service, publisher);
+/// ```
+#[derive(Clone)]
+pub struct ListenHub {
+    shared: Arc<Shared>,
+}
+
+/// The admission bucket of a listen request (`None`: the shared one).
+type AdmissionKey = Box<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
+
+/// What the hub's parts share.
+pub(crate) struct Shared {
+    profile: ServerProfile,
+    config: Config,
+    key: Option<AdmissionKey>,
+    registry: Mutex<Registry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Config {
+    keep_alive: Duration,
+    backlog: usize,
+    max_streams: usize,
+    max_streams_per_caller: usize,
+}
+
+impl Shared {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Every change leaves the registry consistent: a poisoned lock is usable.
+        self.registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The admission bucket of a request: its key, or its caller's name.
+    fn key(&self, parts: &Parts) -> Option<String> {
+        match &self.key {
+            Some(key) => key(parts),
+            None => self
+                .profile
+                .principal(parts)
+                .map(|caller| caller.as_str().to_owned()),
+        }
+    }
+}
+
+/// Builder for [`ListenHub`].
+pub struct ListenHubBuilder {
+    profile: ServerProfile,
+    config: Config,
+    key: Option<AdmissionKey>,
+}
+
+impl ListenHubBuilder {
+    /// How long a stream may stay silent before it sends a keep-alive
+    /// comment (default 15 s).
+    pub fn keep_alive(mut self, every: Duration) -> Self {
+        self.config.keep_alive = every;
+        self
+    }
+
+    /// Most undelivered events a stream holds (default 256); a stream that
+    /// falls further behind ends with an error.
+    pub fn backlog(mut self, events: usize) -> Self {
+        self.config.backlog = events.max(1);
+        self
+    }
+
+    /// Most streams open at once (default 10 000).
+    pub fn max_streams(mut self, streams: usize) -> Self {
+        self.config.max_streams = streams;
+        self
+    }
+
+    /// Most streams open at once per caller (default 64).
+    pub fn max_streams_per_caller(mut self, streams: usize) -> Self {
+        self.config.max_streams_per_caller = streams;
+        self
+    }
+
+    /// The admission bucket of a listen request (default: the caller's
+    /// name, one bucket for all anonymous callers). `None` is the shared
+    /// bucket; a key function can tell anonymous callers apart (by address,
+    /// say).
+    pub fn admission_key(
+        mut self,
+        key: impl Fn(&Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.key = Some(Box::new(key));
+        self
+    }
+
+    /// The hub.
+    pub fn build(self) -> ListenHub {
+        ListenHub {
+            shared: Arc::new(Shared {
+                profile: self.profile,
+                config: self.config,
+                key: self.key,
+                registry: Mutex::new(Registry::default()),
+            }),
+        }
+    }
+}
+
+impl ListenHub {
+    /// A hub with the default settings, authorizing by `profile`.
+    pub fn new(profile: ServerProfile) -> Self {
+        Self::builder(profile).build()
+    }
+
+    /// Starts a hub authorizing by `profile`.
+    pub fn builder(profile: ServerProfile) -> ListenHubBuilder {
+        ListenHubBuilder {
+            profile,
+            config: Config {
+                keep_alive: KEEP_ALIVE,
+                backlog: BACKLOG,
+                max_streams: MAX_STREAMS,
+                max_streams_per_caller: MAX_STREAMS_PER_CALLER,
+            },
+            key: None,
+        }
+    }
+
+    /// The layer that serves this hub's streams.
+    pub fn layer(&self) -> ListenHubLayer {
+        ListenHubLayer::new(self.shared.clone())
+    }
+
+    /// A handle to publish changes with.
+    pub fn publisher(&self) -> Publisher {
+        Publisher {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Ends every open stream with the listen's own successful response;
+    /// listens after it are acknowledged and ended the same way.
+    pub fn shutdown(&self) {
+        let streams = self.shared.registry().shut();
+        tracing::info!(streams, "listen hub: shutting down, every stream ends");
+    }
+
+    /// How many streams are open.
+    pub fn open_streams(&self) -> usize {
+        self.shared.registry().len()
+    }
+}
+
+impl fmt::Debug for ListenHub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenHub")
+            .field("config", &self.shared.config)
+            .field("open_streams", &self.open_streams())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which list changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListChanged {
+    /// `notifications/tools/list_changed`
+    Tools,
+    /// `notifications/prompts/list_changed`
+    Prompts,
+    /// `notifications/resources/list_changed`
+    Resources,
+}
+
+impl ListChanged {
+    pub(crate) fn method(self) -> &'static str {
+        match self {
+            ListChanged::Tools => "notifications/tools/list_changed",
+            ListChanged::Prompts => "notifications/prompts/list_changed",
+            ListChanged::Resources => "notifications/resources/list_changed",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Publishes changes to the hub's streams. Cloneable; every clone feeds
+/// the same hub.
+#[derive(Clone)]
+pub struct Publisher {
+    shared: Arc<Shared>,
+}
+
+impl Publisher {
+    /// The resource `uri` changed: every stream whose honoured URIs cover
+    /// it, and whose caller may still read it, hears
+    /// `notifications/resources/updated`. How many streams it was queued on.
+    pub async fn resource_updated(&self, uri: &str) -> usize {
+        let candidates = self.shared.registry().covering(uri.as_bytes());
+        if candidates.is_empty() {
+            return 0;
+        }
+        let readers = self.readers(uri, &candidates).await;
+        let item = Item::updated(uri);
+        let mut registry = self.shared.registry();
+        let mut queued = 0;
+        for (stream, caller) in &candidates {
+            if readers.contains(caller) {
+                queued += usize::from(registry.push(*stream, &item, &self.shared.config));
+            } else {
+                tracing::debug!("listen hub: an update the caller may no longer read was dropped");
+            }
+        }
+        queued
+    }
+
+    /// The callers among `candidates` who may read `uri` now: the decision
+    /// cache first, then one hook call per caller it does not know.
+    async fn readers(
+        &self,
+        uri: &str,
+        candidates: &[(u64, Option<Principal>)],
+    ) -> Vec<Option<Principal>> {
+        let profile = &self.shared.profile;
+        let Some(access) = profile.resource_access() else {
+            return candidates
+                .iter()
+                .map(|(_, caller)| caller.clone())
+                .collect();
+        };
+        let mut callers: Vec<Option<Principal>> = candidates
+            .iter()
+            .map(|(_, caller)| caller.clone())
+            .collect();
+        callers.sort();
+        callers.dedup();
+        let decisions = profile.decisions();
+        let mut readers = Vec::new();
+        for caller in callers {
+            let now = Instant::now();
+            let readable = match decisions.get(caller.as_ref(), uri, now) {
+                Some(decision) => decision.readable,
+                None => {
+                    let answer = access.readable(caller.as_ref(), &[uri]).await;
+                    let readable = answer.first() == Some(&true);
+                    decisions.put(caller.as_ref(), uri, readable, Instant::now());
+                    readable
+                }
+            };
+            if readable {
+                readers.push(caller);
+            }
+        }
+        readers
+    }
+
+    /// A list changed: every stream that honours its kind hears it. How
+    /// many streams it was queued on (a change already pending counts).
+    pub fn list_changed(&self, list: ListChanged) -> usize {
+        let mut registry = self.shared.registry();
+        let streams = registry.listing(list);
+        let item = Item::ListChanged(list);
+        streams
+            .into_iter()
+            .map(|stream| usize::from(registry.push(stream, &item, &self.shared.config)))
+            .sum()
+    }
+
+    /// The status of task `task_id`, owned by `owner`, changed: the
+    /// streams of its owner that honour the task hear `notifications/tasks`
+    /// with `params` (its `taskId` set to `task_id`). How many streams it
+    /// was queued on.
+    pub fn task_status(
+        &self,
+        owner: &Principal,
+        task_id: &str,
+        mut params: Map<String, Value>,
+    ) -> usize {
+        params.insert("taskId".into(), task_id.into());
+        let item = Item::task(params);
+        let mut registry = self.shared.registry();
+        let streams = registry.following(owner, task_id);
+        streams
+            .into_iter()
+            .map(|stream| usize::from(registry.push(stream, &item, &self.shared.config)))
+            .sum()
+    }
+}
+
+impl fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Publisher").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,309 @@
+//! One listen stream of the hub: its queue, and the SSE body that drains it.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use serde_json::{Map, Value};
+
+use super::{ListChanged, Shared};
+use crate::codec::sse::EventFields;
+use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
+use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
+use crate::HonouredFilter;
+
+/// What is queued for a stream: the change, to be tagged with the stream's
+/// subscription id when it is sent. Cheap to clone: one change is queued on
+/// many streams.
+#[derive(Debug, Clone)]
+pub(crate) enum Item {
+    /// `notifications/resources/updated` for this URI (as a JSON string).
+    Updated(Arc<str>),
+    /// A list changed.
+    ListChanged(ListChanged),
+    /// `notifications/tasks` with these `params` members (JSON text, no braces).
+    Task(Arc<str>),
+}
+
+impl Item {
+    pub(crate) fn updated(uri: &str) -> Self {
+        Item::Updated(Value::from(uri).to_string().into())
+    }
+
+    pub(crate) fn task(params: Map<String, Value>) -> Self {
+        let object = Value::Object(params).to_string();
+        Item::Task(object[1..object.len() - 1].into())
+    }
+
+    /// The notification, tagged with subscription `id` (JSON text).
+    fn message(&self, id: &str) -> String {
+        let tag = format!(r#""_meta":{{"{SUBSCRIPTION_ID}":{id}}}"#);
+        match self {
+            Item::Updated(uri) => format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":{uri},{tag}}}}}"#
+            ),
+            Item::ListChanged(list) => format!(
+                r#"{{"jsonrpc":"2.0","method":"{}","params":{{{tag}}}}}"#,
+                list.method()
+            ),
+            Item::Task(members) => format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{{members},{tag}}}}}"#
+            ),
+        }
+    }
+}
+
+/// Why a stream ends on the hub's initiative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The hub shuts down: the listen's own successful response.
+    Shutdown,
+    /// More than the backlog was waiting: an error for the listen.
+    Lagged { backlog: usize },
+}
+
+/// What became of an item pushed onto a queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Queued (or, a list change already pending, folded into it).
+    Queued,
+    /// The stream ends already: dropped.
+    Ended,
+    /// The stream fell behind and ends now.
+    Lagged,
+}
+
+/// The events waiting for one stream.
+#[derive(Default)]
+pub(crate) struct Queue {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    items: VecDeque<Item>,
+    /// The list changes queued and not yet sent.
+    pending: [bool; 3],
+    end: Option<End>,
+    waker: Option<Waker>,
+}
+
+/// What a stream sends next.
+enum Next {
+    Item(Item),
+    End(End),
+    Nothing,
+}
+
+impl Queue {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Queues `item`, within `backlog` events.
+    pub(crate) fn push(&self, item: &Item, backlog: usize) -> Pushed {
+        let mut state = self.state();
+        if state.end.is_some() {
+            return Pushed::Ended;
+        }
+        if let Item::ListChanged(list) = item {
+            if state.pending[list.index()] {
+                return Pushed::Queued;
+            }
+        }
+        if state.items.len() >= backlog {
+            state.items.clear();
+            state.end = Some(End::Lagged { backlog });
+            wake(&mut state);
+            return Pushed::Lagged;
+        }
+        if let Item::ListChanged(list) = item {
+            state.pending[list.index()] = true;
+        }
+        state.items.push_back(item.clone());
+        wake(&mut state);
+        Pushed::Queued
+    }
+
+    /// Ends the stream after what is queued (at shutdown).
+    pub(crate) fn end(&self, end: End) {
+        let mut state = self.state();
+        if state.end.is_none() {
+            state.end = Some(end);
+            wake(&mut state);
+        }
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Next {
+        let mut state = self.state();
+        if let Some(item) = state.items.pop_front() {
+            if let Item::ListChanged(list) = item {
+                state.pending[list.index()] = false;
+            }
+            return Next::Item(item);
+        }
+        if let Some(end) = state.end {
+            return Next::End(end);
+        }
+        match &state.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            _ => state.waker = Some(cx.waker().clone()),
+        }
+        Next::Nothing
+    }
+}
+
+fn wake(state: &mut State) {
+    if let Some(waker) = state.waker.take() {
+        waker.wake();
+    }
+}
+
+/// The SSE body of one listen stream served by the hub: the
+/// acknowledgment, the queued changes as they come, keep-alive comments
+/// while idle, and the listen's own end. Dropping it closes the stream and
+/// frees its slot.
+pub struct ListenStream {
+    shared: Arc<Shared>,
+    /// The stream's id in the registry, `None` when it never registered.
+    id: Option<u64>,
+    queue: Arc<Queue>,
+    filter: HonouredFilter,
+    acknowledged: bool,
+    finished: Option<&'static str>,
+    keep_alive: Pin<Box<tokio::time::Sleep>>,
+    period: Duration,
+}
+
+impl ListenStream {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        id: Option<u64>,
+        queue: Arc<Queue>,
+        filter: HonouredFilter,
+    ) -> Self {
+        let period = shared.config.keep_alive;
+        tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
+        Self {
+            shared,
+            id,
+            queue,
+            filter,
+            acknowledged: false,
+            finished: None,
+            keep_alive: Box::pin(tokio::time::sleep(period)),
+            period,
+        }
+    }
+
+    fn event(&mut self, data: &str) -> Bytes {
+        let deadline = tokio::time::Instant::now() + self.period;
+        self.keep_alive.as_mut().reset(deadline);
+        EventFields {
+            data,
+            ..Default::default()
+        }
+        .to_bytes()
+    }
+
+    /// The listen's own answer that ends the stream.
+    fn end(&self, end: End) -> String {
+        let id = self.filter.subscription_id().get();
+        match end {
+            End::Shutdown => format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
+            ),
+            End::Lagged { backlog } => {
+                let error = lagged(backlog).to_body(Some(self.filter.subscription_id()));
+                String::from_utf8_lossy(&error).into_owned()
+            }
+        }
+    }
+}
+
+/// The error that ends a stream that fell behind.
+pub(crate) fn lagged(backlog: usize) -> JsonRpcError {
+    JsonRpcError::new(
+        RESOURCE_EXHAUSTED,
+        format!("the listen stream fell behind: more than {backlog} events were waiting"),
+    )
+    .with_data(serde_json::json!({ "limit": "backlog", "max": backlog }))
+}
+
+impl Body for ListenStream {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if this.finished.is_some() {
+            return Poll::Ready(None);
+        }
+        if !this.acknowledged {
+            this.acknowledged = true;
+            let ack = acknowledgment(&this.filter, this.filter.ack().get());
+            return Poll::Ready(Some(Ok(Frame::data(this.event(&ack)))));
+        }
+        let data = match this.queue.poll_next(cx) {
+            Next::Item(item) => item.message(this.filter.subscription_id().get()),
+            Next::End(end) => {
+                this.finished = Some(match end {
+                    End::Shutdown => "shutdown",
+                    End::Lagged { .. } => "fell behind",
+                });
+                if let End::Lagged { backlog } = end {
+                    tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
+                }
+                this.end(end)
+            }
+            Next::Nothing => {
+                if this.keep_alive.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                let deadline = tokio::time::Instant::now() + this.period;
+                this.keep_alive.as_mut().reset(deadline);
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                    b": keep-alive\n\n",
+                )))));
+            }
+        };
+        Poll::Ready(Some(Ok(Frame::data(this.event(&data)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished.is_some()
+    }
+}
+
+impl Drop for ListenStream {
+    fn drop(&mut self) {
+        let mut registry = self.shared.registry();
+        if let Some(id) = self.id {
+            registry.close(id);
+        }
+        tracing::info!(
+            reason = self.finished.unwrap_or("the client went away"),
+            open = registry.len(),
+            "listen hub: stream closed"
+        );
+    }
+}
+
+impl std::fmt::Debug for ListenStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenStream")
+            .field("acknowledged", &self.acknowledged)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,466 @@
+//! The hub on the in-process bus: a listen filter in front, a caller per
+//! bearer token, streams read frame by frame on paused tokio time.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+use super::{ListChanged, ListenHub, ListenHubBuilder};
+use crate::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
+
+const PUBLIC: &str = "demo://public";
+const README: &str = "demo://public/readme";
+const ALICE_NOTES: &str = "demo://users/alice/notes";
+const BOB_NOTES: &str = "demo://users/bob/notes";
+const TASKS_META: &str = r#"{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
+
+/// Who may read what; `grants` can change while streams are open.
+type Grants = Arc<Mutex<Vec<(&'static str, &'static str)>>>;
+
+fn readable(grants: &Grants, caller: Option<&Principal>, uri: &str) -> bool {
+    if uri.starts_with("demo://public") {
+        return true;
+    }
+    let name = caller.map(Principal::as_str);
+    grants
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(who, what)| Some(*who) == name && uri.starts_with(what))
+}
+
+/// A profile reading `grants`, counting its access hook's calls.
+fn profile(grants: Grants, ttl: Duration, calls: Arc<AtomicUsize>) -> ServerProfile {
+    ServerProfile::builder()
+        .access_ttl(ttl)
+        .resource_access(move |caller: Option<&Principal>, uris: &[&str]| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let answers: Vec<bool> = uris
+                .iter()
+                .map(|uri| readable(&grants, caller, uri))
+                .collect();
+            std::future::ready(answers)
+        })
+        .task_directory(|owner: &Principal, ids: &[&str]| {
+            let owner = owner.as_str().to_owned();
+            std::future::ready(
+                ids.iter()
+                    .map(|id| id.starts_with(&format!("task-{owner}")))
+                    .collect(),
+            )
+        })
+        .tasks(true)
+        .build()
+        .unwrap()
+}
+
+fn grants() -> Grants {
+    Arc::new(Mutex::new(vec![("alice", ALICE_NOTES), ("bob", BOB_NOTES)]))
+}
+
+/// The stack: auth, the listen filter, the hub, an inner that answers 200.
+struct Stack {
+    hub: ListenHub,
+    calls: Arc<AtomicUsize>,
+    grants: Grants,
+    profile: ServerProfile,
+}
+
+impl Stack {
+    fn new(build: impl FnOnce(ListenHubBuilder) -> ListenHubBuilder) -> Self {
+        Self::with_ttl(Duration::from_secs(30), build)
+    }
+
+    fn with_ttl(ttl: Duration, build: impl FnOnce(ListenHubBuilder) -> ListenHubBuilder) -> Self {
+        let (grants, calls) = (grants(), Arc::new(AtomicUsize::new(0)));
+        let profile = profile(grants.clone(), ttl, calls.clone());
+        let hub = build(ListenHub::builder(profile.clone())).build();
+        Self {
+            hub,
+            calls,
+            grants,
+            profile,
+        }
+    }
+
+    async fn send(&self, request: Request<Full<Bytes>>) -> Response<Boxed> {
+        let inner = tower::service_fn(|_: Request<RequestBody<Full<Bytes>>>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"inner"))))
+        });
+        let mut service = ServiceBuilder::new()
+            .map_request(authenticate)
+            .layer(ListenFilterLayer::new(self.profile.clone()))
+            .layer(self.hub.layer())
+            .service(inner);
+        let response = service.ready().await.unwrap().call(request).await.unwrap();
+        response.map(BodyExt::boxed_unsync)
+    }
+
+    async fn listen(&self, token: Option<&str>, id: u32, notifications: Value) -> Stream {
+        let response = self.send(listen(token, id, notifications)).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        Stream(response.into_body())
+    }
+}
+
+fn authenticate<B>(mut request: Request<B>) -> Request<B> {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let name = match token {
+        Some("Bearer alice-token") => Some("alice"),
+        Some("Bearer bob-token") => Some("bob"),
+        _ => None,
+    };
+    if let Some(name) = name {
+        request.extensions_mut().insert(Principal::new(name));
+    }
+    request
+}
+
+fn listen(token: Option<&str>, id: u32, notifications: Value) -> Request<Full<Bytes>> {
+    let body = json!({
+        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {"_meta": serde_json::from_str::<Value>(TASKS_META).unwrap(), "notifications": notifications},
+    })
+    .to_string();
+    let mut request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream")
+        .header(header::CONTENT_LENGTH, body.len());
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    request.body(Full::new(Bytes::from(body))).unwrap()
+}
+
+/// A response body through the whole stack.
+type Boxed = http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible>;
+
+/// A listen stream, read event by event.
+struct Stream(Boxed);
+
+impl Stream {
+    /// The next frame's text, or `None` at the end; fails if nothing comes
+    /// within a minute of (paused) time.
+    async fn next(&mut self) -> Option<String> {
+        let frame = tokio::time::timeout(Duration::from_secs(60), self.0.frame())
+            .await
+            .expect("the stream sent something within a minute")?;
+        let data = frame.unwrap().into_data().unwrap();
+        Some(String::from_utf8(data.to_vec()).unwrap())
+    }
+
+    /// The next frame as a JSON-RPC message.
+    async fn message(&mut self) -> Value {
+        let text = self.next().await.expect("a message");
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("an event: {text:?}"));
+        serde_json::from_str(data).unwrap()
+    }
+
+    /// Nothing but keep-alives for the next `seconds` of paused time.
+    async fn quiet(&mut self, seconds: u64) {
+        let read = tokio::time::timeout(Duration::from_secs(seconds), self.0.frame()).await;
+        match read {
+            Err(_) => {}
+            Ok(frame) => {
+                let data = frame.map(|f| f.unwrap().into_data().unwrap());
+                assert_eq!(
+                    data.as_deref(),
+                    Some(&b": keep-alive\n\n"[..]),
+                    "expected quiet"
+                );
+            }
+        }
+    }
+}
+
+fn tag(message: &Value) -> &Value {
+    &message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+}
+
+#[tokio::test(start_paused = true)]
+async fn delivers_what_each_stream_honours_and_may_read() {
+    let stack = Stack::new(|b| b);
+    let mut alice = stack
+        .listen(Some("alice-token"), 1, json!({"resourceSubscriptions": [ALICE_NOTES, BOB_NOTES, PUBLIC], "toolsListChanged": true}))
+        .await;
+    let ack = alice.message().await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": [ALICE_NOTES, PUBLIC], "toolsListChanged": true})
+    );
+    assert_eq!(tag(&ack), 1);
+    let mut bob = stack
+        .listen(
+            Some("bob-token"),
+            "7".parse().unwrap(),
+            json!({"resourceSubscriptions": [BOB_NOTES]}),
+        )
+        .await;
+    bob.message().await;
+
+    let publisher = stack.hub.publisher();
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    let update = alice.message().await;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], ALICE_NOTES);
+    assert_eq!(tag(&update), 1);
+    // Below an honoured URI, by path only.
+    assert_eq!(publisher.resource_updated(README).await, 1);
+    assert_eq!(alice.message().await["params"]["uri"], README);
+    assert_eq!(publisher.resource_updated("demo://publicity").await, 0);
+    assert_eq!(
+        publisher
+            .resource_updated("demo://public/../users/bob/notes")
+            .await,
+        0
+    );
+    // Bob's notes reach bob only; alice's ack never held them.
+    assert_eq!(publisher.resource_updated(BOB_NOTES).await, 1);
+    let update = bob.message().await;
+    assert_eq!(
+        (update["params"]["uri"].as_str(), tag(&update).as_i64()),
+        (Some(BOB_NOTES), Some(7))
+    );
+    // List changes only where honoured.
+    assert_eq!(publisher.list_changed(ListChanged::Tools), 1);
+    assert_eq!(
+        alice.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    assert_eq!(publisher.list_changed(ListChanged::Prompts), 0);
+    alice.quiet(10).await;
+    bob.quiet(10).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn task_status_reaches_only_its_owners_streams() {
+    let stack = Stack::new(|b| b);
+    let mut alice = stack
+        .listen(
+            Some("alice-token"),
+            1,
+            json!({"taskIds": ["task-alice-1", "task-bob-1"]}),
+        )
+        .await;
+    assert_eq!(
+        alice.message().await["params"]["notifications"],
+        json!({"taskIds": ["task-alice-1"]})
+    );
+    let mut bob = stack
+        .listen(Some("bob-token"), 2, json!({"taskIds": ["task-bob-1"]}))
+        .await;
+    bob.message().await;
+    let publisher = stack.hub.publisher();
+    let (alice_id, bob_id) = (Principal::new("alice"), Principal::new("bob"));
+    let status = json!({"status": "completed"}).as_object().unwrap().clone();
+    assert_eq!(
+        publisher.task_status(&alice_id, "task-alice-1", status.clone()),
+        1
+    );
+    let message = alice.message().await;
+    assert_eq!(message["method"], "notifications/tasks");
+    assert_eq!(message["params"]["taskId"], "task-alice-1");
+    assert_eq!(message["params"]["status"], "completed");
+    // A task id named by another owner reaches nobody's stream but its owner's.
+    assert_eq!(
+        publisher.task_status(&alice_id, "task-bob-1", status.clone()),
+        0
+    );
+    assert_eq!(publisher.task_status(&bob_id, "task-bob-1", status), 1);
+    assert_eq!(bob.message().await["params"]["taskId"], "task-bob-1");
+    alice.quiet(5).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn list_changes_coalesce_and_a_stream_that_falls_behind_ends_with_an_error() {
+    let stack = Stack::new(|b| b.backlog(3));
+    let mut alice = stack
+        .listen(
+            Some("alice-token"),
+            1,
+            json!({"toolsListChanged": true, "resourceSubscriptions": [PUBLIC]}),
+        )
+        .await;
+    alice.message().await;
+    let publisher = stack.hub.publisher();
+    for _ in 0..5 {
+        assert_eq!(publisher.list_changed(ListChanged::Tools), 1);
+    }
+    assert_eq!(publisher.resource_updated(README).await, 1);
+    assert_eq!(
+        alice.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    assert_eq!(alice.message().await["params"]["uri"], README);
+    alice.quiet(5).await;
+    // Three waiting, a fourth: the stream ends with an error for its listen.
+    for _ in 0..3 {
+        assert_eq!(publisher.resource_updated(README).await, 1);
+    }
+    assert_eq!(publisher.resource_updated(README).await, 0);
+    assert_eq!(stack.hub.open_streams(), 0, "its slot is free at once");
+    let end = alice.message().await;
+    assert_eq!(end["id"], 1);
+    assert_eq!(end["error"]["code"], -32013);
+    assert_eq!(end["error"]["data"], json!({"limit": "backlog", "max": 3}));
+    assert_eq!(alice.next().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_stream_sends_keep_alives() {
+    let stack = Stack::new(|b| b.keep_alive(Duration::from_secs(15)));
+    let mut alice = stack
+        .listen(Some("alice-token"), 1, json!({"toolsListChanged": true}))
+        .await;
+    alice.message().await;
+    let start = tokio::time::Instant::now();
+    assert_eq!(alice.next().await.as_deref(), Some(": keep-alive\n\n"));
+    assert_eq!(start.elapsed(), Duration::from_secs(15));
+    // An event puts the next keep-alive off.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    stack.hub.publisher().list_changed(ListChanged::Tools);
+    alice.message().await;
+    let sent = tokio::time::Instant::now();
+    assert_eq!(alice.next().await.as_deref(), Some(": keep-alive\n\n"));
+    assert_eq!(sent.elapsed(), Duration::from_secs(15));
+}
+
+#[tokio::test(start_paused = true)]
+async fn admission_caps_streams_per_caller_and_in_all() {
+    let stack = Stack::new(|b| b.max_streams(3).max_streams_per_caller(2));
+    let ask = json!({"toolsListChanged": true});
+    let first = stack.listen(Some("alice-token"), 1, ask.clone()).await;
+    let _second = stack.listen(Some("alice-token"), 2, ask.clone()).await;
+    let refused = stack
+        .send(listen(Some("alice-token"), 3, ask.clone()))
+        .await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(refused.headers().contains_key(header::RETRY_AFTER));
+    let body = refused.into_body().collect().await.unwrap().to_bytes();
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["id"], 3);
+    assert_eq!(error["error"]["code"], -32013);
+    assert_eq!(
+        error["error"]["data"],
+        json!({"limit": "streams_per_caller", "max": 2})
+    );
+    // Anonymous callers share one bucket; the total cap holds across buckets.
+    let _anonymous = stack.listen(None, 4, ask.clone()).await;
+    let refused = stack.send(listen(Some("bob-token"), 5, ask.clone())).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = refused.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&body).unwrap()["error"]["data"],
+        json!({"limit": "streams", "max": 3})
+    );
+    // Closing a stream frees its slot at once.
+    drop(first);
+    assert_eq!(stack.hub.open_streams(), 2);
+    let _again = stack.listen(Some("alice-token"), 6, ask).await;
+    assert_eq!(stack.hub.open_streams(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_every_stream_with_the_listens_own_result() {
+    let stack = Stack::new(|b| b);
+    let mut alice = stack
+        .listen(Some("alice-token"), 1, json!({"toolsListChanged": true}))
+        .await;
+    alice.message().await;
+    stack.hub.publisher().list_changed(ListChanged::Tools);
+    stack.hub.shutdown();
+    // What was queued goes first.
+    assert_eq!(
+        alice.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    let end = alice.message().await;
+    assert_eq!(
+        end,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": 1}}})
+    );
+    assert_eq!(alice.next().await, None);
+    // A listen after it: acknowledged, then ended the same way.
+    let mut late = stack
+        .listen(Some("bob-token"), 2, json!({"toolsListChanged": true}))
+        .await;
+    assert_eq!(
+        late.message().await["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(late.message().await["result"]["resultType"], "complete");
+    assert_eq!(late.next().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn updates_are_re_authorized_at_send_time_through_the_cache() {
+    // With the default TTL the hook is asked once per caller and URI.
+    let stack = Stack::new(|b| b);
+    let mut alice = stack
+        .listen(
+            Some("alice-token"),
+            1,
+            json!({"resourceSubscriptions": [ALICE_NOTES]}),
+        )
+        .await;
+    alice.message().await;
+    let publisher = stack.hub.publisher();
+    let asked = stack.calls.load(Ordering::SeqCst);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(stack.calls.load(Ordering::SeqCst), asked + 1);
+    // Revoked: within the TTL the decision holds.
+    stack.grants.lock().unwrap().clear();
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+
+    // With no TTL every update asks, and a revoked reader hears nothing more.
+    let stack = Stack::with_ttl(Duration::ZERO, |b| b);
+    let mut alice = stack
+        .listen(
+            Some("alice-token"),
+            1,
+            json!({"resourceSubscriptions": [ALICE_NOTES]}),
+        )
+        .await;
+    alice.message().await;
+    let publisher = stack.hub.publisher();
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    alice.message().await;
+    stack.grants.lock().unwrap().clear();
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 0);
+    alice.quiet(5).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn other_requests_reach_the_inner_service() {
+    let stack = Stack::new(|b| b);
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
+    let request = Request::post("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from_static(call.as_bytes())))
+        .unwrap();
+    let response = stack.send(request).await;
+    assert_eq!(
+        response.into_body().collect().await.unwrap().to_bytes(),
+        "inner"
+    );
+    assert_eq!(stack.hub.open_streams(), 0);
+}
