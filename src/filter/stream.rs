@@ -3,7 +3,28 @@
 //! acknowledgment, the listen's own end, and the sub-resource rule that
 //! decides which updates a stream hears.
 
+use std::sync::Arc;
+
 use super::HonouredFilter;
+
+/// The mark of a listen stream served by the listen hub, in its response's
+/// extensions: what the hub produced for this very filter is within it, so
+/// the stream guard need not read it again. Only this crate can make one,
+/// so no inner service or client can claim it; it vouches only for the
+/// filter it was made with.
+#[derive(Clone)]
+pub(crate) struct Served(HonouredFilter);
+
+impl Served {
+    pub(crate) fn new(filter: &HonouredFilter) -> Self {
+        Self(filter.clone())
+    }
+
+    /// True when this mark was made for `filter` itself (not an equal one).
+    pub(crate) fn vouches_for(&self, filter: &HonouredFilter) -> bool {
+        Arc::ptr_eq(&self.0 .0, &filter.0)
+    }
+}
 
 /// The `_meta` key that tags every message of a listen stream.
 pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";

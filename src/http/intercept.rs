@@ -110,6 +110,11 @@ pub(crate) trait AnswerRule {
 
     /// The rule of the answer, an event stream.
     fn into_events(self) -> Self::Events;
+
+    /// True when the answer's head vouches that its body needs no check.
+    fn vouched(&self, _answer: &response::Parts) -> bool {
+        false
+    }
 }
 
 /// What an [`AnswerRule`] makes of an answer read whole.
@@ -606,6 +611,11 @@ where
                         return Poll::Ready(Ok(screened(response, screen)));
                     };
                     let (mut parts, body) = response.into_parts();
+                    if rule.vouched(&parts) {
+                        self.as_mut().finish();
+                        let body = Reply::PassThrough { body };
+                        return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                    }
                     if is_encoded(&parts.headers) {
                         self.as_mut().finish();
                         let reason =
@@ -840,6 +850,13 @@ impl<A: AnswerRule, B: AnswerRule> AnswerRule for Either<A, B> {
         match self {
             Either::Left(rule) => Either::Left(rule.into_events()),
             Either::Right(rule) => Either::Right(rule.into_events()),
+        }
+    }
+
+    fn vouched(&self, answer: &response::Parts) -> bool {
+        match self {
+            Either::Left(rule) => rule.vouched(answer),
+            Either::Right(rule) => rule.vouched(answer),
         }
     }
 }

@@ -16,6 +16,7 @@ use tower_service::Service;
 use super::registry::Admission;
 use super::stream::ListenStream;
 use super::Shared;
+use crate::filter::stream::Served;
 use crate::http::rewind::poll_bytes;
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
 use crate::HonouredFilter;
@@ -132,9 +133,11 @@ where
     }
 }
 
-/// The response of a listen stream.
+/// The response of a listen stream, marked as the hub's for its filter.
 fn stream(stream: ListenStream) -> Response<ResponseBody<Bytes>> {
+    let served = Served::new(stream.filter());
     let mut response = Response::new(ResponseBody::of(BodyKind::Stream { stream }));
+    response.extensions_mut().insert(served);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -203,6 +203,11 @@ impl ListenStream {
         }
     }
 
+    /// The filter the stream serves.
+    pub(crate) fn filter(&self) -> &HonouredFilter {
+        &self.filter
+    }
+
     fn event(&mut self, data: &str) -> Bytes {
         let deadline = tokio::time::Instant::now() + self.period;
         self.keep_alive.as_mut().reset(deadline);

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use crate::codec::json;
 use crate::codec::sse::{self, Event};
 use crate::filter::stream::{
-    acknowledgment, covers as covers_bytes, ACKNOWLEDGED, SUBSCRIPTION_ID,
+    acknowledgment, covers as covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID,
 };
 use crate::filter::{HonouredFilter, Topic};
 use crate::http::event_stream::EventRule;
@@ -552,6 +552,14 @@ impl AnswerRule for ListenAnswer {
 
     fn into_events(self) -> Guard {
         Guard::new(self.filter)
+    }
+
+    /// A stream the listen hub served for this very filter is within it.
+    fn vouched(&self, answer: &http::response::Parts) -> bool {
+        answer
+            .extensions
+            .get::<Served>()
+            .is_some_and(|served| served.vouches_for(&self.filter))
     }
 }
 

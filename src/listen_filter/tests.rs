@@ -1923,3 +1923,48 @@ async fn a_checked_subscription_fills_the_cache() {
     assert_eq!(text(response).await, updated(ALICE_NOTES));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+// ---------------------------------------------------------------------------
+// 9. A stream the listen hub served is not read again.
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn only_a_mark_made_for_this_very_filter_spares_the_guard() {
+    use crate::filter::stream::Served;
+
+    let leak = note(
+        "notifications/resources/updated",
+        "7",
+        &format!(r#""uri":"{BOB_NOTES}""#),
+    );
+    let stream = ack_event("7", ANONYMOUS_ACK) + &leak;
+    for (same, expected) in [
+        (true, stream.clone()),
+        (false, ack_event("7", ANONYMOUS_ACK)),
+    ] {
+        let body = stream.clone();
+        let inner = Inner::new(Arc::new(move |received: &Received| {
+            let mut response = sse_response(vec![Bytes::from(body.clone())]);
+            let filter = received.filter().clone();
+            // An equal filter honoured anew is not the same filter.
+            let marked = match same {
+                true => filter,
+                false => {
+                    let id = RawValue::from_string("7".into()).unwrap();
+                    let params = format!(r#"{{"notifications":{ANONYMOUS_ASK}}}"#);
+                    let params = RawValue::from_string(params).unwrap();
+                    let parts = Request::new(()).into_parts().0;
+                    let profile = profile();
+                    let again = crate::honour(&profile, &parts, &id, Some(&params));
+                    let again = again.now_or_never().unwrap().unwrap();
+                    assert_eq!(again.ack().get(), filter.ack().get());
+                    again
+                }
+            };
+            response.extensions_mut().insert(Served::new(&marked));
+            response
+        }));
+        let response = run(layer(), &inner, listen_request(None, "7", ANONYMOUS_ASK)).await;
+        assert_eq!(text(response).await, expected, "same filter: {same}");
+    }
+}
