@@ -59,8 +59,8 @@ use serde_json::{Map, Value};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 pub use self::stream::ListenStream;
 
-use self::registry::Registry;
-use self::stream::Item;
+use self::registry::{Registry, Subscriber};
+use self::stream::{Item, Pushed};
 use crate::{Principal, ServerProfile};
 
 /// Default of [`ListenHubBuilder::keep_alive`].
@@ -291,69 +291,82 @@ impl Publisher {
         if candidates.is_empty() {
             return 0;
         }
-        let readers = self.readers(uri, &candidates).await;
+        let readable = self.readable(uri, &candidates).await;
         let item = Item::updated(uri);
-        let mut registry = self.shared.registry();
-        let mut queued = 0;
-        for (stream, caller) in &candidates {
-            if readers.contains(caller) {
-                queued += usize::from(registry.push(*stream, &item, &self.shared.config));
-            } else {
-                tracing::debug!("listen hub: an update the caller may no longer read was dropped");
-            }
-        }
+        let queued = candidates
+            .iter()
+            .zip(readable)
+            .filter(|(_, readable)| {
+                if !readable {
+                    tracing::debug!(
+                        "listen hub: an update the caller may no longer read was dropped"
+                    );
+                }
+                *readable
+            })
+            .map(|(subscriber, _)| self.push(subscriber, &item))
+            .sum();
         queued
     }
 
-    /// The callers among `candidates` who may read `uri` now: the decision
-    /// cache first, then one hook call per caller it does not know.
-    async fn readers(
-        &self,
-        uri: &str,
-        candidates: &[(u64, Option<Principal>)],
-    ) -> Vec<Option<Principal>> {
+    /// For each of `candidates`, whether its caller may read `uri` now: the
+    /// decision cache first, then one hook call per caller it does not know.
+    async fn readable(&self, uri: &str, candidates: &[Subscriber]) -> Vec<bool> {
         let profile = &self.shared.profile;
         let Some(access) = profile.resource_access() else {
-            return candidates
-                .iter()
-                .map(|(_, caller)| caller.clone())
-                .collect();
+            return vec![true; candidates.len()];
         };
-        let mut callers: Vec<Option<Principal>> = candidates
-            .iter()
-            .map(|(_, caller)| caller.clone())
-            .collect();
-        callers.sort();
-        callers.dedup();
+        // The distinct callers, in order of appearance, and each
+        // candidate's among them (streams of one caller come in runs).
+        let mut callers: Vec<(Option<&Principal>, bool)> = Vec::new();
+        let mut of: Vec<usize> = Vec::with_capacity(candidates.len());
+        for candidate in candidates {
+            let caller = candidate.caller.as_ref();
+            let known = match callers.last() {
+                Some((last, _)) if *last == caller => Some(callers.len() - 1),
+                _ => callers.iter().position(|(known, _)| *known == caller),
+            };
+            of.push(known.unwrap_or_else(|| {
+                callers.push((caller, false));
+                callers.len() - 1
+            }));
+        }
         let decisions = profile.decisions();
-        let mut readers = Vec::new();
-        for caller in callers {
-            let now = Instant::now();
-            let readable = match decisions.get(caller.as_ref(), uri, now) {
+        for (caller, readable) in &mut callers {
+            *readable = match decisions.get(*caller, uri, Instant::now()) {
                 Some(decision) => decision.readable,
                 None => {
-                    let answer = access.readable(caller.as_ref(), &[uri]).await;
-                    let readable = answer.first() == Some(&true);
-                    decisions.put(caller.as_ref(), uri, readable, Instant::now());
-                    readable
+                    let answer = access.readable(*caller, &[uri]).await;
+                    let answer = answer.first() == Some(&true);
+                    decisions.put(*caller, uri, answer, Instant::now());
+                    answer
                 }
             };
-            if readable {
-                readers.push(caller);
+        }
+        of.into_iter().map(|index| callers[index].1).collect()
+    }
+
+    /// Queues `item` on `subscriber`: 1 when queued. A stream that falls
+    /// behind leaves the registry at once.
+    fn push(&self, subscriber: &Subscriber, item: &Item) -> usize {
+        match subscriber.queue.push(item, self.shared.config.backlog) {
+            Pushed::Queued => 1,
+            Pushed::Ended => 0,
+            Pushed::Lagged => {
+                self.shared.registry().close(subscriber.id);
+                0
             }
         }
-        readers
     }
 
     /// A list changed: every stream that honours its kind hears it. How
     /// many streams it was queued on (a change already pending counts).
     pub fn list_changed(&self, list: ListChanged) -> usize {
-        let mut registry = self.shared.registry();
-        let streams = registry.listing(list);
-        let item = Item::ListChanged(list);
+        let streams = self.shared.registry().listing(list);
+        let item = Item::list_changed(list);
         streams
-            .into_iter()
-            .map(|stream| usize::from(registry.push(stream, &item, &self.shared.config)))
+            .iter()
+            .map(|subscriber| self.push(subscriber, &item))
             .sum()
     }
 
@@ -369,11 +382,10 @@ impl Publisher {
     ) -> usize {
         params.insert("taskId".into(), task_id.into());
         let item = Item::task(params);
-        let mut registry = self.shared.registry();
-        let streams = registry.following(owner, task_id);
+        let streams = self.shared.registry().following(owner, task_id);
         streams
-            .into_iter()
-            .map(|stream| usize::from(registry.push(stream, &item, &self.shared.config)))
+            .iter()
+            .map(|subscriber| self.push(subscriber, &item))
             .sum()
     }
 }

@@ -1,12 +1,25 @@
-//! The hub's open streams, indexed by what they hear.
+//! The hub's open streams, indexed by what they hear. A delivery takes
+//! what it needs from an index (each stream's queue and caller) and pushes
+//! outside the lock; only a stream that falls behind comes back to it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::stream::{End, Item, Pushed, Queue};
+use super::stream::{End, Queue};
 use super::{Config, ListChanged};
 use crate::filter::stream::covers;
 use crate::{HonouredFilter, Principal, Topic};
+
+/// One stream as a delivery sees it.
+#[derive(Clone)]
+pub(super) struct Subscriber {
+    pub(super) id: u64,
+    pub(super) queue: Arc<Queue>,
+    pub(super) caller: Option<Principal>,
+}
+
+/// The streams under one topic, by id.
+type Streams = HashMap<u64, Subscriber>;
 
 /// Every open stream, and the indexes deliveries look streams up by.
 #[derive(Default)]
@@ -15,11 +28,11 @@ pub(super) struct Registry {
     closed: bool,
     streams: HashMap<u64, Entry>,
     /// Honoured URI → the streams honouring it.
-    uris: HashMap<Box<[u8]>, HashSet<u64>>,
+    uris: HashMap<Box<[u8]>, Streams>,
     /// Per list kind, the streams honouring it.
-    lists: [HashSet<u64>; 3],
+    lists: [Streams; 3],
     /// (owner, task id) → the streams honouring it.
-    tasks: HashMap<(Principal, Box<str>), HashSet<u64>>,
+    tasks: HashMap<(Principal, Box<str>), Streams>,
     /// Open streams per admission bucket.
     buckets: HashMap<Option<String>, usize>,
 }
@@ -38,6 +51,16 @@ pub(super) enum Admission {
     Full { limit: &'static str, max: usize },
     /// The hub shut down: the stream is acknowledged and ends at once.
     Closed(Arc<Queue>),
+}
+
+/// The list kind a topic names, if it names one.
+fn list_of(topic: &Topic) -> Option<ListChanged> {
+    match topic {
+        Topic::ToolsListChanged => Some(ListChanged::Tools),
+        Topic::PromptsListChanged => Some(ListChanged::Prompts),
+        Topic::ResourcesListChanged => Some(ListChanged::Resources),
+        _ => None,
+    }
 }
 
 impl Registry {
@@ -68,27 +91,27 @@ impl Registry {
         }
         let id = self.next;
         self.next += 1;
+        let queue = Arc::new(Queue::default());
+        let subscriber = Subscriber {
+            id,
+            queue: queue.clone(),
+            caller: filter.principal().cloned(),
+        };
         for topic in filter.topics() {
-            match topic {
-                Topic::ToolsListChanged => self.lists[ListChanged::Tools.index()].insert(id),
-                Topic::PromptsListChanged => self.lists[ListChanged::Prompts.index()].insert(id),
-                Topic::ResourcesListChanged => {
-                    self.lists[ListChanged::Resources.index()].insert(id)
-                }
-                Topic::Resource(uri) => self
-                    .uris
-                    .entry(uri.as_bytes().into())
-                    .or_default()
-                    .insert(id),
+            let streams = match topic {
+                Topic::Resource(uri) => self.uris.entry(uri.as_bytes().into()).or_default(),
                 Topic::Task { owner, id: task } => self
                     .tasks
                     .entry((owner.clone(), task.as_str().into()))
-                    .or_default()
-                    .insert(id),
+                    .or_default(),
+                list => match list_of(list) {
+                    Some(list) => &mut self.lists[list.index()],
+                    None => continue,
+                },
             };
+            streams.insert(id, subscriber.clone());
         }
         *self.buckets.entry(bucket.clone()).or_default() += 1;
-        let queue = Arc::new(Queue::default());
         self.streams.insert(
             id,
             Entry {
@@ -107,23 +130,14 @@ impl Registry {
         };
         for topic in entry.filter.topics() {
             match topic {
-                Topic::ToolsListChanged => {
-                    self.lists[ListChanged::Tools.index()].remove(&id);
-                }
-                Topic::PromptsListChanged => {
-                    self.lists[ListChanged::Prompts.index()].remove(&id);
-                }
-                Topic::ResourcesListChanged => {
-                    self.lists[ListChanged::Resources.index()].remove(&id);
-                }
                 Topic::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), id),
                 Topic::Task { owner, id: task } => {
                     let key = (owner.clone(), Box::<str>::from(task.as_str()));
-                    if let Some(ids) = self.tasks.get_mut(&key) {
-                        ids.remove(&id);
-                        if ids.is_empty() {
-                            self.tasks.remove(&key);
-                        }
+                    remove(&mut self.tasks, &key, id);
+                }
+                list => {
+                    if let Some(list) = list_of(list) {
+                        self.lists[list.index()].remove(&id);
                     }
                 }
             }
@@ -136,58 +150,49 @@ impl Registry {
         }
     }
 
-    /// The streams whose honoured URIs cover `uri`, with their callers:
-    /// `uri` itself and every prefix of it that ends before or after a `/`.
-    pub(super) fn covering(&self, uri: &[u8]) -> Vec<(u64, Option<Principal>)> {
+    /// The streams whose honoured URIs cover `uri`: `uri` itself and every
+    /// prefix of it that ends before or after a `/`, each stream once.
+    pub(super) fn covering(&self, uri: &[u8]) -> Vec<Subscriber> {
         let ends = memchr::memchr_iter(b'/', uri).flat_map(|at| [at, at + 1]);
-        let mut ids: Vec<u64> = ends
+        let mut found: Vec<&Streams> = ends
             .chain([uri.len()])
             .filter_map(|end| {
                 let honoured = &uri[..end];
-                let ids = self.uris.get(honoured)?;
-                covers(honoured, uri).then_some(ids)
+                let streams = self.uris.get(honoured)?;
+                covers(honoured, uri).then_some(streams)
             })
-            .flatten()
-            .copied()
             .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter()
-            .filter_map(|id| {
-                let entry = self.streams.get(&id)?;
-                Some((id, entry.filter.principal().cloned()))
-            })
-            .collect()
+        match found.len() {
+            0 => Vec::new(),
+            1 => found
+                .pop()
+                .into_iter()
+                .flat_map(|s| s.values().cloned())
+                .collect(),
+            _ => {
+                // A stream honouring a URI and one below it hears it once.
+                let mut all: Vec<Subscriber> = found
+                    .into_iter()
+                    .flat_map(|s| s.values().cloned())
+                    .collect();
+                all.sort_unstable_by_key(|subscriber| subscriber.id);
+                all.dedup_by_key(|subscriber| subscriber.id);
+                all
+            }
+        }
     }
 
     /// The streams that honour `list`.
-    pub(super) fn listing(&self, list: ListChanged) -> Vec<u64> {
-        self.lists[list.index()].iter().copied().collect()
+    pub(super) fn listing(&self, list: ListChanged) -> Vec<Subscriber> {
+        self.lists[list.index()].values().cloned().collect()
     }
 
     /// The streams of `owner` that honour task `task`.
-    pub(super) fn following(&self, owner: &Principal, task: &str) -> Vec<u64> {
+    pub(super) fn following(&self, owner: &Principal, task: &str) -> Vec<Subscriber> {
         self.tasks
             .get(&(owner.clone(), task.into()))
-            .map(|ids| ids.iter().copied().collect())
+            .map(|streams| streams.values().cloned().collect())
             .unwrap_or_default()
-    }
-
-    /// Queues `item` on stream `id`; false when it was not (gone, ended,
-    /// or ended now for falling behind).
-    pub(super) fn push(&mut self, id: u64, item: &Item, config: &Config) -> bool {
-        let Some(entry) = self.streams.get(&id) else {
-            return false;
-        };
-        match entry.queue.push(item, config.backlog) {
-            Pushed::Queued => true,
-            Pushed::Ended => false,
-            Pushed::Lagged => {
-                // It ends, and hears nothing more: its slot is free at once.
-                self.close(id);
-                false
-            }
-        }
     }
 
     /// Ends every stream gracefully, and every later one at once; how many
@@ -207,10 +212,14 @@ impl Registry {
     }
 }
 
-fn remove(index: &mut HashMap<Box<[u8]>, HashSet<u64>>, key: &[u8], id: u64) {
-    if let Some(ids) = index.get_mut(key) {
-        ids.remove(&id);
-        if ids.is_empty() {
+fn remove<K, Q>(index: &mut HashMap<K, Streams>, key: &Q, id: u64)
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    if let Some(streams) = index.get_mut(key) {
+        streams.remove(&id);
+        if streams.is_empty() {
             index.remove(key);
         }
     }

@@ -17,44 +17,55 @@ use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
 use crate::HonouredFilter;
 
-/// What is queued for a stream: the change, to be tagged with the stream's
-/// subscription id when it is sent. Cheap to clone: one change is queued on
-/// many streams.
+/// What is queued for a stream: the notification, written once for every
+/// stream it is queued on, up to and after the subscription id each stream
+/// tags it with. Cheap to clone: one change is queued on many streams.
 #[derive(Debug, Clone)]
-pub(crate) enum Item {
-    /// `notifications/resources/updated` for this URI (as a JSON string).
-    Updated(Arc<str>),
-    /// A list changed.
-    ListChanged(ListChanged),
-    /// `notifications/tasks` with these `params` members (JSON text, no braces).
-    Task(Arc<str>),
+pub(crate) struct Item {
+    /// The list that changed, for a list change (they coalesce).
+    pub(crate) list: Option<ListChanged>,
+    /// `data: ` and the message up to the subscription id.
+    head: Arc<str>,
 }
 
+/// The message after the subscription id, and the event's end.
+const TAIL: &[u8] = b"}}}\n\n";
+
 impl Item {
+    /// `method` with `params` members (JSON text, no braces; may be empty).
+    fn new(list: Option<ListChanged>, method: &str, members: &str) -> Self {
+        let comma = if members.is_empty() { "" } else { "," };
+        let head = format!(
+            r#"data: {{"jsonrpc":"2.0","method":"{method}","params":{{{members}{comma}"_meta":{{"{SUBSCRIPTION_ID}":"#
+        );
+        Self {
+            list,
+            head: head.into(),
+        }
+    }
+
     pub(crate) fn updated(uri: &str) -> Self {
-        Item::Updated(Value::from(uri).to_string().into())
+        let members = format!(r#""uri":{}"#, Value::from(uri));
+        Self::new(None, "notifications/resources/updated", &members)
+    }
+
+    pub(crate) fn list_changed(list: ListChanged) -> Self {
+        Self::new(Some(list), list.method(), "")
     }
 
     pub(crate) fn task(params: Map<String, Value>) -> Self {
         let object = Value::Object(params).to_string();
-        Item::Task(object[1..object.len() - 1].into())
+        Self::new(None, "notifications/tasks", &object[1..object.len() - 1])
     }
 
-    /// The notification, tagged with subscription `id` (JSON text).
-    fn message(&self, id: &str) -> String {
-        let tag = format!(r#""_meta":{{"{SUBSCRIPTION_ID}":{id}}}"#);
-        match self {
-            Item::Updated(uri) => format!(
-                r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":{uri},{tag}}}}}"#
-            ),
-            Item::ListChanged(list) => format!(
-                r#"{{"jsonrpc":"2.0","method":"{}","params":{{{tag}}}}}"#,
-                list.method()
-            ),
-            Item::Task(members) => format!(
-                r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{{members},{tag}}}}}"#
-            ),
-        }
+    /// The event, tagged with subscription `id` (JSON text: a number or a
+    /// string, which hold no line break).
+    fn event(&self, id: &str) -> Bytes {
+        let mut event = Vec::with_capacity(self.head.len() + id.len() + TAIL.len());
+        event.extend_from_slice(self.head.as_bytes());
+        event.extend_from_slice(id.as_bytes());
+        event.extend_from_slice(TAIL);
+        Bytes::from(event)
     }
 }
 
@@ -113,7 +124,7 @@ impl Queue {
         if state.end.is_some() {
             return Pushed::Ended;
         }
-        if let Item::ListChanged(list) = item {
+        if let Some(list) = item.list {
             if state.pending[list.index()] {
                 return Pushed::Queued;
             }
@@ -124,7 +135,7 @@ impl Queue {
             wake(&mut state);
             return Pushed::Lagged;
         }
-        if let Item::ListChanged(list) = item {
+        if let Some(list) = item.list {
             state.pending[list.index()] = true;
         }
         state.items.push_back(item.clone());
@@ -144,7 +155,7 @@ impl Queue {
     fn poll_next(&self, cx: &mut Context<'_>) -> Next {
         let mut state = self.state();
         if let Some(item) = state.items.pop_front() {
-            if let Item::ListChanged(list) = item {
+            if let Some(list) = item.list {
                 state.pending[list.index()] = false;
             }
             return Next::Item(item);
@@ -180,6 +191,10 @@ pub struct ListenStream {
     finished: Option<&'static str>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
     period: Duration,
+    /// Something was sent since the keep-alive timer was last armed: when
+    /// it fires, it is armed again instead of sending a comment (no timer
+    /// is touched per event).
+    busy: bool,
 }
 
 impl ListenStream {
@@ -200,6 +215,7 @@ impl ListenStream {
             finished: None,
             keep_alive: Box::pin(tokio::time::sleep(period)),
             period,
+            busy: false,
         }
     }
 
@@ -208,9 +224,9 @@ impl ListenStream {
         &self.filter
     }
 
+    /// `data` as an event (JSON text, one line), counted as activity.
     fn event(&mut self, data: &str) -> Bytes {
-        let deadline = tokio::time::Instant::now() + self.period;
-        self.keep_alive.as_mut().reset(deadline);
+        self.busy = true;
         EventFields {
             data,
             ..Default::default()
@@ -257,32 +273,45 @@ impl Body for ListenStream {
         if !this.acknowledged {
             this.acknowledged = true;
             let ack = acknowledgment(&this.filter, this.filter.ack().get());
-            return Poll::Ready(Some(Ok(Frame::data(this.event(&ack)))));
+            let event = this.event(&ack);
+            // The timer was armed as the stream opened, with its ack.
+            this.busy = false;
+            return Poll::Ready(Some(Ok(Frame::data(event))));
         }
-        let data = match this.queue.poll_next(cx) {
-            Next::Item(item) => item.message(this.filter.subscription_id().get()),
-            Next::End(end) => {
-                this.finished = Some(match end {
-                    End::Shutdown => "shutdown",
-                    End::Lagged { .. } => "fell behind",
-                });
-                if let End::Lagged { backlog } = end {
-                    tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
+        loop {
+            let data = match this.queue.poll_next(cx) {
+                Next::Item(item) => {
+                    this.busy = true;
+                    let event = item.event(this.filter.subscription_id().get());
+                    return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
-                this.end(end)
-            }
-            Next::Nothing => {
-                if this.keep_alive.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
+                Next::End(end) => {
+                    this.finished = Some(match end {
+                        End::Shutdown => "shutdown",
+                        End::Lagged { .. } => "fell behind",
+                    });
+                    if let End::Lagged { backlog } = end {
+                        tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
+                    }
+                    this.end(end)
                 }
-                let deadline = tokio::time::Instant::now() + this.period;
-                this.keep_alive.as_mut().reset(deadline);
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                    b": keep-alive\n\n",
-                )))));
-            }
-        };
-        Poll::Ready(Some(Ok(Frame::data(this.event(&data)))))
+                Next::Nothing => {
+                    if this.keep_alive.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    let deadline = tokio::time::Instant::now() + this.period;
+                    this.keep_alive.as_mut().reset(deadline);
+                    if std::mem::take(&mut this.busy) {
+                        // Not idle for a whole period yet.
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                        b": keep-alive\n\n",
+                    )))));
+                }
+            };
+            return Poll::Ready(Some(Ok(Frame::data(this.event(&data)))));
+        }
     }
 
     fn is_end_stream(&self) -> bool {

@@ -1,0 +1,124 @@
+//! Benchmark 8: the listen hub's fan-out on one instance. 10 000 open
+//! streams, 100 of them on one URI; one update of that URI, delivered to
+//! the 100 and read off each stream, against the floor of a bare
+//! `tokio::sync::broadcast` send of the same bytes to 100 receivers.
+//!
+//! `cargo bench --bench hub -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::Criterion;
+use futures_util::FutureExt;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use mcp_edge::hub::{ListenHub, ResponseBody};
+use mcp_edge::{honour, Principal, ServerProfile};
+use serde_json::value::RawValue;
+use tower::{Layer, Service, ServiceExt};
+
+const STREAMS: usize = 10_000;
+const ON_ONE_URI: usize = 100;
+const HOT: &str = "file:///project/src/hot.rs";
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let profile = ServerProfile::builder()
+        .resource_access(|_: Option<&Principal>, uris: &[&str]| {
+            std::future::ready(vec![true; uris.len()])
+        })
+        .build()
+        .unwrap();
+    let hub = ListenHub::builder(profile.clone())
+        .max_streams(STREAMS)
+        .max_streams_per_caller(STREAMS)
+        .keep_alive(Duration::from_secs(3600))
+        .build();
+    let mut service = hub.layer().layer(tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    let mut hot = Vec::new();
+    let mut cold = Vec::new();
+    for i in 0..STREAMS {
+        let uri = match i % (STREAMS / ON_ONE_URI) {
+            0 => HOT.to_owned(),
+            _ => format!("file:///project/src/module_{i}.rs"),
+        };
+        let params = format!(r#"{{"notifications":{{"resourceSubscriptions":["{uri}"]}}}}"#);
+        let params = RawValue::from_string(params).unwrap();
+        let id = RawValue::from_string(i.to_string()).unwrap();
+        let mut request = Request::new(());
+        request
+            .extensions_mut()
+            .insert(Principal::new(format!("caller-{}", i % 100)));
+        let (parts, ()) = request.into_parts();
+        let filter = honour(&profile, &parts, &id, Some(&params))
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        let mut request = Request::from_parts(parts, ());
+        request.extensions_mut().insert(filter);
+        let response =
+            runtime.block_on(async { service.ready().await.unwrap().call(request).await.unwrap() });
+        let mut body = response.into_body();
+        // The acknowledgment.
+        next_frame(&mut body).expect("an acknowledgment");
+        match uri == HOT {
+            true => hot.push(body),
+            false => cold.push(body),
+        }
+    }
+    assert_eq!(hot.len(), ON_ONE_URI);
+    assert_eq!(hub.open_streams(), STREAMS);
+    let publisher = hub.publisher();
+    let mut deliver = || {
+        let queued = publisher.resource_updated(HOT).now_or_never().unwrap();
+        assert_eq!(queued, ON_ONE_URI);
+        for body in &mut hot {
+            black_box(next_frame(body).expect("the update"));
+        }
+    };
+    deliver();
+
+    // The floor: the same bytes through a broadcast channel to 100 receivers.
+    let event = Bytes::from(format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{{\"uri\":\"{HOT}\",\"_meta\":{{\"io.modelcontextprotocol/subscriptionId\":0}}}}}}\n\n"
+    ));
+    let (sender, _) = tokio::sync::broadcast::channel::<Bytes>(16);
+    let mut receivers: Vec<_> = (0..ON_ONE_URI).map(|_| sender.subscribe()).collect();
+    let mut floor = || {
+        sender.send(event.clone()).unwrap();
+        for receiver in &mut receivers {
+            black_box(receiver.try_recv().unwrap());
+        }
+    };
+
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(20)
+        .configure_from_args();
+    let mut group = c.benchmark_group("hub_fanout_100_of_10k");
+    group.throughput(criterion::Throughput::Elements(ON_ONE_URI as u64));
+    group.bench_function("hub", |b| b.iter(&mut deliver));
+    group.bench_function("broadcast_floor", |b| b.iter(&mut floor));
+    group.finish();
+    c.final_summary();
+    drop(cold);
+}
+
+/// The next frame of a stream that has one ready.
+fn next_frame<B>(body: &mut ResponseBody<B>) -> Option<Bytes>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    let frame = body.frame().now_or_never()??;
+    frame.unwrap().into_data().ok()
+}
