@@ -78,7 +78,11 @@ fn main() {
     assert_eq!(hub.open_streams(), STREAMS);
     let publisher = hub.publisher();
     let mut deliver = || {
-        let queued = publisher.resource_updated(HOT).now_or_never().unwrap();
+        let queued = publisher
+            .resource_updated(HOT)
+            .now_or_never()
+            .unwrap()
+            .streams;
         assert_eq!(queued, ON_ONE_URI);
         for body in &mut hot {
             black_box(next_frame(body).expect("the update"));

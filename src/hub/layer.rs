@@ -98,10 +98,10 @@ where
         };
         let (parts, _) = request.into_parts();
         let bucket = self.shared.key(&parts);
-        let admission = self
-            .shared
-            .registry()
-            .open(&filter, bucket, &self.shared.config);
+        let admission =
+            self.shared
+                .registry()
+                .open(&filter, bucket, &self.shared.config, &*self.shared.bus);
         let response = match admission {
             Admission::Open(id, queue) => stream(ListenStream::new(
                 self.shared.clone(),

@@ -43,6 +43,7 @@
 //! why, updates dropped by the send-time check, lagging streams), never
 //! with a URI or a task id at info level.
 
+mod bus;
 mod layer;
 mod registry;
 mod stream;
@@ -56,9 +57,11 @@ use std::time::{Duration, Instant};
 use http::request::Parts;
 use serde_json::{Map, Value};
 
+pub use self::bus::{Bus, BusError, BusFuture, Change, Channel, Inbox, LocalBus};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 pub use self::stream::ListenStream;
 
+use self::bus::SharedBus;
 use self::registry::{Registry, Subscriber};
 use self::stream::{Item, Pushed};
 use crate::{Principal, ServerProfile};
@@ -107,6 +110,7 @@ pub(crate) struct Shared {
     config: Config,
     key: Option<AdmissionKey>,
     registry: Mutex<Registry>,
+    bus: SharedBus,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +146,7 @@ pub struct ListenHubBuilder {
     profile: ServerProfile,
     config: Config,
     key: Option<AdmissionKey>,
+    bus: SharedBus,
 }
 
 impl ListenHubBuilder {
@@ -183,16 +188,25 @@ impl ListenHubBuilder {
         self
     }
 
-    /// The hub.
+    /// The bus to the other instances (default [`LocalBus`]: none).
+    pub fn bus(mut self, bus: impl Bus) -> Self {
+        self.bus = Arc::new(bus);
+        self
+    }
+
+    /// The hub; its bus is started.
     pub fn build(self) -> ListenHub {
-        ListenHub {
-            shared: Arc::new(Shared {
-                profile: self.profile,
-                config: self.config,
-                key: self.key,
-                registry: Mutex::new(Registry::default()),
-            }),
-        }
+        let shared = Arc::new(Shared {
+            profile: self.profile,
+            config: self.config,
+            key: self.key,
+            registry: Mutex::new(Registry::default()),
+            bus: self.bus,
+        });
+        shared.bus.start(Inbox {
+            shared: Arc::downgrade(&shared),
+        });
+        ListenHub { shared }
     }
 }
 
@@ -213,6 +227,7 @@ impl ListenHub {
                 max_streams_per_caller: MAX_STREAMS_PER_CALLER,
             },
             key: None,
+            bus: Arc::new(LocalBus),
         }
     }
 
@@ -275,118 +290,159 @@ impl ListChanged {
     }
 }
 
-/// Publishes changes to the hub's streams. Cloneable; every clone feeds
-/// the same hub.
+/// Publishes changes to the hub's streams: this instance's at once, the
+/// other instances' through the bus. Cloneable; every clone feeds the same
+/// hub.
 #[derive(Clone)]
 pub struct Publisher {
     shared: Arc<Shared>,
 }
 
+/// What became of one publication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "`remote` says whether the other instances were told"]
+pub struct Published {
+    /// How many of this instance's streams it was queued on.
+    pub streams: usize,
+    /// Whether the bus took it to the other instances.
+    pub remote: Result<(), BusError>,
+}
+
 impl Publisher {
     /// The resource `uri` changed: every stream whose honoured URIs cover
     /// it, and whose caller may still read it, hears
-    /// `notifications/resources/updated`. How many streams it was queued on.
-    pub async fn resource_updated(&self, uri: &str) -> usize {
-        let candidates = self.shared.registry().covering(uri.as_bytes());
-        if candidates.is_empty() {
-            return 0;
-        }
-        let readable = self.readable(uri, &candidates).await;
-        let item = Item::updated(uri);
-        let queued = candidates
-            .iter()
-            .zip(readable)
-            .filter(|(_, readable)| {
-                if !readable {
-                    tracing::debug!(
-                        "listen hub: an update the caller may no longer read was dropped"
-                    );
-                }
-                *readable
-            })
-            .map(|(subscriber, _)| self.push(subscriber, &item))
-            .sum();
-        queued
+    /// `notifications/resources/updated`.
+    pub async fn resource_updated(&self, uri: &str) -> Published {
+        self.publish(Change::ResourceUpdated {
+            uri: uri.to_owned(),
+        })
+        .await
     }
 
-    /// For each of `candidates`, whether its caller may read `uri` now: the
-    /// decision cache first, then one hook call per caller it does not know.
-    async fn readable(&self, uri: &str, candidates: &[Subscriber]) -> Vec<bool> {
-        let profile = &self.shared.profile;
-        let Some(access) = profile.resource_access() else {
-            return vec![true; candidates.len()];
-        };
-        // The distinct callers, in order of appearance, and each
-        // candidate's among them (streams of one caller come in runs).
-        let mut callers: Vec<(Option<&Principal>, bool)> = Vec::new();
-        let mut of: Vec<usize> = Vec::with_capacity(candidates.len());
-        for candidate in candidates {
-            let caller = candidate.caller.as_ref();
-            let known = match callers.last() {
-                Some((last, _)) if *last == caller => Some(callers.len() - 1),
-                _ => callers.iter().position(|(known, _)| *known == caller),
-            };
-            of.push(known.unwrap_or_else(|| {
-                callers.push((caller, false));
-                callers.len() - 1
-            }));
-        }
-        let decisions = profile.decisions();
-        for (caller, readable) in &mut callers {
-            *readable = match decisions.get(*caller, uri, Instant::now()) {
-                Some(decision) => decision.readable,
-                None => {
-                    let answer = access.readable(*caller, &[uri]).await;
-                    let answer = answer.first() == Some(&true);
-                    decisions.put(*caller, uri, answer, Instant::now());
-                    answer
-                }
-            };
-        }
-        of.into_iter().map(|index| callers[index].1).collect()
+    /// A list changed: every stream that honours its kind hears it (a
+    /// change already pending on a stream counts as queued).
+    pub async fn list_changed(&self, list: ListChanged) -> Published {
+        self.publish(Change::ListChanged(list)).await
     }
 
-    /// Queues `item` on `subscriber`: 1 when queued. A stream that falls
-    /// behind leaves the registry at once.
-    fn push(&self, subscriber: &Subscriber, item: &Item) -> usize {
-        match subscriber.queue.push(item, self.shared.config.backlog) {
-            Pushed::Queued => 1,
-            Pushed::Ended => 0,
-            Pushed::Lagged => {
-                self.shared.registry().close(subscriber.id);
-                0
-            }
-        }
-    }
-
-    /// A list changed: every stream that honours its kind hears it. How
-    /// many streams it was queued on (a change already pending counts).
-    pub fn list_changed(&self, list: ListChanged) -> usize {
-        let streams = self.shared.registry().listing(list);
-        let item = Item::list_changed(list);
-        streams
-            .iter()
-            .map(|subscriber| self.push(subscriber, &item))
-            .sum()
-    }
-
-    /// The status of task `task_id`, owned by `owner`, changed: the
-    /// streams of its owner that honour the task hear `notifications/tasks`
-    /// with `params` (its `taskId` set to `task_id`). How many streams it
-    /// was queued on.
-    pub fn task_status(
+    /// The status of task `task_id`, owned by `owner`, changed: the streams
+    /// of its owner that honour the task hear `notifications/tasks` with
+    /// `params` (its `taskId` set to `task_id`).
+    pub async fn task_status(
         &self,
         owner: &Principal,
         task_id: &str,
-        mut params: Map<String, Value>,
-    ) -> usize {
-        params.insert("taskId".into(), task_id.into());
-        let item = Item::task(params);
-        let streams = self.shared.registry().following(owner, task_id);
-        streams
-            .iter()
-            .map(|subscriber| self.push(subscriber, &item))
-            .sum()
+        params: Map<String, Value>,
+    ) -> Published {
+        self.publish(Change::TaskStatus {
+            owner: owner.clone(),
+            task_id: task_id.to_owned(),
+            params,
+        })
+        .await
+    }
+
+    /// Delivers `change` here, then sends it to the other instances.
+    pub async fn publish(&self, change: Change) -> Published {
+        let streams = deliver(&self.shared, &change).await;
+        let remote = self.shared.bus.publish(&change).await;
+        if let Err(error) = &remote {
+            tracing::debug!(%error, "listen hub: a change did not reach the other instances");
+        }
+        Published { streams, remote }
+    }
+}
+
+/// Delivers `change` to this instance's streams; how many it was queued on.
+pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
+    let (streams, item, uri) = match change {
+        Change::ResourceUpdated { uri } => {
+            let streams = shared.registry().covering(uri.as_bytes());
+            (streams, Item::updated(uri), Some(uri.as_str()))
+        }
+        Change::ListChanged(list) => (
+            shared.registry().listing(*list),
+            Item::list_changed(*list),
+            None,
+        ),
+        Change::TaskStatus {
+            owner,
+            task_id,
+            params,
+        } => {
+            let mut params = params.clone();
+            params.insert("taskId".into(), task_id.as_str().into());
+            let streams = shared.registry().following(owner, task_id);
+            (streams, Item::task(params), None)
+        }
+    };
+    if streams.is_empty() {
+        return 0;
+    }
+    let readable = match uri {
+        Some(uri) => readable(shared, uri, &streams).await,
+        None => vec![true; streams.len()],
+    };
+    streams
+        .iter()
+        .zip(readable)
+        .filter(|(_, readable)| {
+            if !readable {
+                tracing::debug!("listen hub: an update the caller may no longer read was dropped");
+            }
+            *readable
+        })
+        .map(|(subscriber, _)| push(shared, subscriber, &item))
+        .sum()
+}
+
+/// For each of `candidates`, whether its caller may read `uri` now: the
+/// decision cache first, then one hook call per caller it does not know.
+async fn readable(shared: &Shared, uri: &str, candidates: &[Subscriber]) -> Vec<bool> {
+    let profile = &shared.profile;
+    let Some(access) = profile.resource_access() else {
+        return vec![true; candidates.len()];
+    };
+    // The distinct callers, in order of appearance, and each candidate's
+    // among them (streams of one caller come in runs).
+    let mut callers: Vec<(Option<&Principal>, bool)> = Vec::new();
+    let mut of: Vec<usize> = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        let caller = candidate.caller.as_ref();
+        let known = match callers.last() {
+            Some((last, _)) if *last == caller => Some(callers.len() - 1),
+            _ => callers.iter().position(|(known, _)| *known == caller),
+        };
+        of.push(known.unwrap_or_else(|| {
+            callers.push((caller, false));
+            callers.len() - 1
+        }));
+    }
+    let decisions = profile.decisions();
+    for (caller, readable) in &mut callers {
+        *readable = match decisions.get(*caller, uri, Instant::now()) {
+            Some(decision) => decision.readable,
+            None => {
+                let answer = access.readable(*caller, &[uri]).await;
+                let answer = answer.first() == Some(&true);
+                decisions.put(*caller, uri, answer, Instant::now());
+                answer
+            }
+        };
+    }
+    of.into_iter().map(|index| callers[index].1).collect()
+}
+
+/// Queues `item` on `subscriber`: 1 when queued. A stream that falls
+/// behind leaves the registry at once.
+fn push(shared: &Shared, subscriber: &Subscriber, item: &Item) -> usize {
+    match subscriber.queue.push(item, shared.config.backlog) {
+        Pushed::Queued => 1,
+        Pushed::Ended => 0,
+        Pushed::Lagged => {
+            shared.registry().close(subscriber.id, &*shared.bus);
+            0
+        }
     }
 }
 

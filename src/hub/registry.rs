@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::bus::{Bus, Channel};
 use super::stream::{End, Queue};
 use super::{Config, ListChanged};
 use crate::filter::stream::covers;
@@ -70,6 +71,7 @@ impl Registry {
         filter: &HonouredFilter,
         bucket: Option<String>,
         config: &Config,
+        bus: &dyn Bus,
     ) -> Admission {
         if self.closed {
             let queue = Arc::new(Queue::default());
@@ -98,17 +100,25 @@ impl Registry {
             caller: filter.principal().cloned(),
         };
         for topic in filter.topics() {
-            let streams = match topic {
-                Topic::Resource(uri) => self.uris.entry(uri.as_bytes().into()).or_default(),
-                Topic::Task { owner, id: task } => self
-                    .tasks
-                    .entry((owner.clone(), task.as_str().into()))
-                    .or_default(),
+            let (streams, channel) = match topic {
+                Topic::Resource(uri) => (
+                    self.uris.entry(uri.as_bytes().into()).or_default(),
+                    Channel::Resource(uri),
+                ),
+                Topic::Task { owner, id: task } => (
+                    self.tasks
+                        .entry((owner.clone(), task.as_str().into()))
+                        .or_default(),
+                    Channel::Task { owner, id: task },
+                ),
                 list => match list_of(list) {
-                    Some(list) => &mut self.lists[list.index()],
+                    Some(list) => (&mut self.lists[list.index()], Channel::List(list)),
                     None => continue,
                 },
             };
+            if streams.is_empty() {
+                bus.watch(channel);
+            }
             streams.insert(id, subscriber.clone());
         }
         *self.buckets.entry(bucket.clone()).or_default() += 1;
@@ -124,22 +134,27 @@ impl Registry {
     }
 
     /// Removes stream `id` from every index, freeing its slot.
-    pub(super) fn close(&mut self, id: u64) {
+    pub(super) fn close(&mut self, id: u64, bus: &dyn Bus) {
         let Some(entry) = self.streams.remove(&id) else {
             return;
         };
         for topic in entry.filter.topics() {
-            match topic {
-                Topic::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), id),
+            let emptied = match topic {
+                Topic::Resource(uri) => {
+                    remove(&mut self.uris, uri.as_bytes(), id).then_some(Channel::Resource(uri))
+                }
                 Topic::Task { owner, id: task } => {
                     let key = (owner.clone(), Box::<str>::from(task.as_str()));
-                    remove(&mut self.tasks, &key, id);
+                    remove(&mut self.tasks, &key, id).then_some(Channel::Task { owner, id: task })
                 }
-                list => {
-                    if let Some(list) = list_of(list) {
-                        self.lists[list.index()].remove(&id);
-                    }
-                }
+                list => list_of(list).and_then(|list| {
+                    let streams = &mut self.lists[list.index()];
+                    (streams.remove(&id).is_some() && streams.is_empty())
+                        .then_some(Channel::List(list))
+                }),
+            };
+            if let Some(channel) = emptied {
+                bus.unwatch(channel);
             }
         }
         if let Some(open) = self.buckets.get_mut(&entry.bucket) {
@@ -212,15 +227,18 @@ impl Registry {
     }
 }
 
-fn remove<K, Q>(index: &mut HashMap<K, Streams>, key: &Q, id: u64)
+/// Removes stream `id` under `key`; true when that left no stream there.
+fn remove<K, Q>(index: &mut HashMap<K, Streams>, key: &Q, id: u64) -> bool
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
     Q: std::hash::Hash + Eq + ?Sized,
 {
-    if let Some(streams) = index.get_mut(key) {
-        streams.remove(&id);
-        if streams.is_empty() {
-            index.remove(key);
-        }
+    let Some(streams) = index.get_mut(key) else {
+        return false;
+    };
+    let removed = streams.remove(&id).is_some();
+    if streams.is_empty() {
+        index.remove(key);
     }
+    removed && !index.contains_key(key)
 }

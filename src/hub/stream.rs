@@ -323,7 +323,7 @@ impl Drop for ListenStream {
     fn drop(&mut self) {
         let mut registry = self.shared.registry();
         if let Some(id) = self.id {
-            registry.close(id);
+            registry.close(id, &*self.shared.bus);
         }
         tracing::info!(
             reason = self.finished.unwrap_or("the client went away"),

@@ -217,35 +217,42 @@ async fn delivers_what_each_stream_honours_and_may_read() {
     bob.message().await;
 
     let publisher = stack.hub.publisher();
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 1);
     let update = alice.message().await;
     assert_eq!(update["method"], "notifications/resources/updated");
     assert_eq!(update["params"]["uri"], ALICE_NOTES);
     assert_eq!(tag(&update), 1);
     // Below an honoured URI, by path only.
-    assert_eq!(publisher.resource_updated(README).await, 1);
+    assert_eq!(publisher.resource_updated(README).await.streams, 1);
     assert_eq!(alice.message().await["params"]["uri"], README);
-    assert_eq!(publisher.resource_updated("demo://publicity").await, 0);
+    assert_eq!(
+        publisher.resource_updated("demo://publicity").await.streams,
+        0
+    );
     assert_eq!(
         publisher
             .resource_updated("demo://public/../users/bob/notes")
-            .await,
+            .await
+            .streams,
         0
     );
     // Bob's notes reach bob only; alice's ack never held them.
-    assert_eq!(publisher.resource_updated(BOB_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(BOB_NOTES).await.streams, 1);
     let update = bob.message().await;
     assert_eq!(
         (update["params"]["uri"].as_str(), tag(&update).as_i64()),
         (Some(BOB_NOTES), Some(7))
     );
     // List changes only where honoured.
-    assert_eq!(publisher.list_changed(ListChanged::Tools), 1);
+    assert_eq!(publisher.list_changed(ListChanged::Tools).await.streams, 1);
     assert_eq!(
         alice.message().await["method"],
         "notifications/tools/list_changed"
     );
-    assert_eq!(publisher.list_changed(ListChanged::Prompts), 0);
+    assert_eq!(
+        publisher.list_changed(ListChanged::Prompts).await.streams,
+        0
+    );
     alice.quiet(10).await;
     bob.quiet(10).await;
 }
@@ -272,7 +279,10 @@ async fn task_status_reaches_only_its_owners_streams() {
     let (alice_id, bob_id) = (Principal::new("alice"), Principal::new("bob"));
     let status = json!({"status": "completed"}).as_object().unwrap().clone();
     assert_eq!(
-        publisher.task_status(&alice_id, "task-alice-1", status.clone()),
+        publisher
+            .task_status(&alice_id, "task-alice-1", status.clone())
+            .await
+            .streams,
         1
     );
     let message = alice.message().await;
@@ -281,10 +291,19 @@ async fn task_status_reaches_only_its_owners_streams() {
     assert_eq!(message["params"]["status"], "completed");
     // A task id named by another owner reaches nobody's stream but its owner's.
     assert_eq!(
-        publisher.task_status(&alice_id, "task-bob-1", status.clone()),
+        publisher
+            .task_status(&alice_id, "task-bob-1", status.clone())
+            .await
+            .streams,
         0
     );
-    assert_eq!(publisher.task_status(&bob_id, "task-bob-1", status), 1);
+    assert_eq!(
+        publisher
+            .task_status(&bob_id, "task-bob-1", status)
+            .await
+            .streams,
+        1
+    );
     assert_eq!(bob.message().await["params"]["taskId"], "task-bob-1");
     alice.quiet(5).await;
 }
@@ -302,9 +321,9 @@ async fn list_changes_coalesce_and_a_stream_that_falls_behind_ends_with_an_error
     alice.message().await;
     let publisher = stack.hub.publisher();
     for _ in 0..5 {
-        assert_eq!(publisher.list_changed(ListChanged::Tools), 1);
+        assert_eq!(publisher.list_changed(ListChanged::Tools).await.streams, 1);
     }
-    assert_eq!(publisher.resource_updated(README).await, 1);
+    assert_eq!(publisher.resource_updated(README).await.streams, 1);
     assert_eq!(
         alice.message().await["method"],
         "notifications/tools/list_changed"
@@ -313,9 +332,9 @@ async fn list_changes_coalesce_and_a_stream_that_falls_behind_ends_with_an_error
     alice.quiet(5).await;
     // Three waiting, a fourth: the stream ends with an error for its listen.
     for _ in 0..3 {
-        assert_eq!(publisher.resource_updated(README).await, 1);
+        assert_eq!(publisher.resource_updated(README).await.streams, 1);
     }
-    assert_eq!(publisher.resource_updated(README).await, 0);
+    assert_eq!(publisher.resource_updated(README).await.streams, 0);
     assert_eq!(stack.hub.open_streams(), 0, "its slot is free at once");
     let end = alice.message().await;
     assert_eq!(end["id"], 1);
@@ -336,7 +355,8 @@ async fn an_idle_stream_sends_keep_alives() {
     assert_eq!(start.elapsed(), Duration::from_secs(15));
     // An event puts the next keep-alive off.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    stack.hub.publisher().list_changed(ListChanged::Tools);
+    let published = stack.hub.publisher().list_changed(ListChanged::Tools).await;
+    assert_eq!(published.streams, 1);
     alice.message().await;
     let sent = tokio::time::Instant::now();
     assert_eq!(alice.next().await.as_deref(), Some(": keep-alive\n\n"));
@@ -391,7 +411,8 @@ async fn shutdown_ends_every_stream_with_the_listens_own_result() {
         .listen(Some("alice-token"), 1, json!({"toolsListChanged": true}))
         .await;
     alice.message().await;
-    stack.hub.publisher().list_changed(ListChanged::Tools);
+    let published = stack.hub.publisher().list_changed(ListChanged::Tools).await;
+    assert_eq!(published.streams, 1);
     stack.hub.shutdown();
     // What was queued goes first.
     assert_eq!(
@@ -430,12 +451,12 @@ async fn updates_are_re_authorized_at_send_time_through_the_cache() {
     alice.message().await;
     let publisher = stack.hub.publisher();
     let asked = stack.calls.load(Ordering::SeqCst);
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 1);
     assert_eq!(stack.calls.load(Ordering::SeqCst), asked + 1);
     // Revoked: within the TTL the decision holds.
     stack.grants.lock().unwrap().clear();
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 1);
 
     // With no TTL every update asks, and a revoked reader hears nothing more.
     let stack = Stack::with_ttl(Duration::ZERO, |b| b);
@@ -448,10 +469,10 @@ async fn updates_are_re_authorized_at_send_time_through_the_cache() {
         .await;
     alice.message().await;
     let publisher = stack.hub.publisher();
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 1);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 1);
     alice.message().await;
     stack.grants.lock().unwrap().clear();
-    assert_eq!(publisher.resource_updated(ALICE_NOTES).await, 0);
+    assert_eq!(publisher.resource_updated(ALICE_NOTES).await.streams, 0);
     alice.quiet(5).await;
 }
 
@@ -469,4 +490,95 @@ async fn other_requests_reach_the_inner_service() {
         "inner"
     );
     assert_eq!(stack.hub.open_streams(), 0);
+}
+
+/// A bus that records what the hub tells it, fails its sends when told
+/// to, and hands out the hub's inbox.
+#[derive(Clone, Default)]
+struct Recording {
+    log: Arc<Mutex<Vec<String>>>,
+    inbox: Arc<Mutex<Option<super::Inbox>>>,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl super::Bus for Recording {
+    fn start(&self, inbox: super::Inbox) {
+        *self.inbox.lock().unwrap() = Some(inbox);
+    }
+
+    fn watch(&self, channel: super::Channel<'_>) {
+        self.log.lock().unwrap().push(format!("watch {channel:?}"));
+    }
+
+    fn unwatch(&self, channel: super::Channel<'_>) {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("unwatch {channel:?}"));
+    }
+
+    fn publish(&self, change: &super::Change) -> super::BusFuture {
+        self.log.lock().unwrap().push(format!("publish {change:?}"));
+        let result = match self.down.load(Ordering::SeqCst) {
+            true => Err(super::BusError::Unavailable),
+            false => Ok(()),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bus_hears_each_channel_once_and_every_publication() {
+    let bus = Recording::default();
+    let stack = Stack::new(|b| b.bus(bus.clone()));
+    let ask = json!({"resourceSubscriptions": [README], "toolsListChanged": true});
+    let mut first = stack.listen(Some("alice-token"), 1, ask.clone()).await;
+    let second = stack.listen(Some("bob-token"), 2, ask).await;
+    first.message().await;
+    let log = |bus: &Recording| std::mem::take(&mut *bus.log.lock().unwrap());
+    assert_eq!(
+        log(&bus),
+        [
+            format!("watch Resource({README:?})"),
+            "watch List(Tools)".to_owned()
+        ]
+    );
+    drop(second);
+    assert!(log(&bus).is_empty(), "another stream still listens");
+
+    // A publication goes here and to the bus; a failed send is told.
+    let publisher = stack.hub.publisher();
+    let published = publisher.list_changed(ListChanged::Tools).await;
+    assert_eq!(
+        published,
+        super::Published {
+            streams: 1,
+            remote: Ok(())
+        }
+    );
+    assert_eq!(log(&bus), ["publish ListChanged(Tools)"]);
+    first.message().await;
+    bus.down.store(true, Ordering::SeqCst);
+    let published = publisher.resource_updated(README).await;
+    assert_eq!(published.streams, 1, "local streams keep hearing");
+    assert_eq!(published.remote, Err(super::BusError::Unavailable));
+    assert_eq!(first.message().await["params"]["uri"], README);
+    log(&bus);
+
+    // What another instance published arrives through the inbox, and
+    // goes to no bus again.
+    let inbox = bus.inbox.lock().unwrap().clone().unwrap();
+    let change = super::Change::ResourceUpdated { uri: README.into() };
+    assert_eq!(inbox.deliver(change).await, 1);
+    assert_eq!(first.message().await["params"]["uri"], README);
+    assert!(log(&bus).is_empty());
+
+    drop(first);
+    assert_eq!(
+        log(&bus),
+        [
+            format!("unwatch Resource({README:?})"),
+            "unwatch List(Tools)".to_owned()
+        ]
+    );
 }

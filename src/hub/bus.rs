@@ -1,0 +1,139 @@
+//! The bus between instances: what the hub tells it, and what it hands back.
+//!
+//! A hub on one instance delivers its own publications to its own streams
+//! at once; the bus carries them to the other instances, whose hubs deliver
+//! them to theirs. The hub tells the bus which channels its streams listen
+//! on (the first stream on a channel, and the last one gone), so that an
+//! instance subscribes to a channel once, however many local streams hear
+//! it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+use serde_json::{Map, Value};
+
+use super::{ListChanged, Shared};
+use crate::Principal;
+
+/// What a stream listens on, as a bus names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Channel<'a> {
+    /// Updates of this honoured URI, and of every URI it covers.
+    Resource(&'a str),
+    /// A list change.
+    List(ListChanged),
+    /// The status of a task of its owner.
+    Task {
+        /// The task's owner.
+        owner: &'a Principal,
+        /// The task id.
+        id: &'a str,
+    },
+}
+
+/// A change published on one instance, for the streams of every other.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// `notifications/resources/updated` for this URI.
+    ResourceUpdated {
+        /// The URI that changed.
+        uri: String,
+    },
+    /// A list changed.
+    ListChanged(ListChanged),
+    /// `notifications/tasks` for a task of `owner`.
+    TaskStatus {
+        /// The task's owner.
+        owner: Principal,
+        /// The task id.
+        task_id: String,
+        /// The notification's `params` (its `taskId` is set to `task_id`).
+        params: Map<String, Value>,
+    },
+}
+
+/// Why a change did not reach the other instances.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BusError {
+    /// The bus is not connected (an outage, or not yet connected).
+    Unavailable,
+    /// The send failed or timed out; the message says how.
+    Failed(String),
+}
+
+impl fmt::Display for BusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BusError::Unavailable => f.write_str("the bus is not connected"),
+            BusError::Failed(why) => write!(f, "the bus send failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for BusError {}
+
+/// The future of a send to the other instances.
+pub type BusFuture = Pin<Box<dyn Future<Output = Result<(), BusError>> + Send + 'static>>;
+
+/// A bus between instances. The hub calls `watch` and `unwatch` under its
+/// registry lock: they must not block (queue the work).
+pub trait Bus: Send + Sync + 'static {
+    /// Starts the bus: changes from other instances go to `inbox`.
+    fn start(&self, inbox: Inbox);
+
+    /// The first local stream listens on `channel`.
+    fn watch(&self, channel: Channel<'_>);
+
+    /// The last local stream on `channel` is gone.
+    fn unwatch(&self, channel: Channel<'_>);
+
+    /// Sends `change` to the other instances.
+    fn publish(&self, change: &Change) -> BusFuture;
+}
+
+/// The bus of a single instance: there is no other instance to tell.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocalBus;
+
+impl Bus for LocalBus {
+    fn start(&self, _: Inbox) {}
+
+    fn watch(&self, _: Channel<'_>) {}
+
+    fn unwatch(&self, _: Channel<'_>) {}
+
+    fn publish(&self, _: &Change) -> BusFuture {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// Where a bus hands the changes of other instances: the hub's local
+/// delivery (send-time authorization included). It holds the hub weakly: a
+/// bus outliving its hub delivers nothing.
+#[derive(Clone)]
+pub struct Inbox {
+    pub(super) shared: Weak<Shared>,
+}
+
+impl Inbox {
+    /// Delivers `change` to this instance's streams; how many it was
+    /// queued on.
+    pub async fn deliver(&self, change: Change) -> usize {
+        let Some(shared) = self.shared.upgrade() else {
+            return 0;
+        };
+        super::deliver(&shared, &change).await
+    }
+}
+
+impl fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inbox").finish_non_exhaustive()
+    }
+}
+
+/// The bus of a hub, shared by its parts.
+pub(super) type SharedBus = Arc<dyn Bus>;
