@@ -45,6 +45,8 @@
 
 mod bus;
 mod layer;
+#[cfg(feature = "redis")]
+mod redis;
 mod registry;
 mod stream;
 #[cfg(test)]
@@ -59,6 +61,8 @@ use serde_json::{Map, Value};
 
 pub use self::bus::{Bus, BusError, BusFuture, Change, Channel, Inbox, LocalBus};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisBus, RedisBusError};
 pub use self::stream::ListenStream;
 
 use self::bus::SharedBus;

@@ -1,0 +1,441 @@
+//! The listen hub's Redis bus against a real `redis-server`, started on a
+//! free loopback port by each test and stopped at its end (`.ci/run`
+//! installs the Debian package when it is missing). Two hubs on one Redis
+//! stand for two instances of a deployment.
+#![cfg(feature = "redis")]
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, Request, Response};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use mcp_edge::hub::{Channel, ListChanged, ListenHub, RedisBus};
+use mcp_edge::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
+use serde_json::{json, Value};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+/// A `redis-server` of this test, on a loopback port; stopped when dropped.
+struct Redis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    fn start() -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut redis = Self { port, child: None };
+        redis.run();
+        redis
+    }
+
+    fn run(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (apt-get install redis-server)");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A plain connection, for `PUBSUB NUMSUB` and raw messages.
+    async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap()
+    }
+
+    async fn numsub(&self, channel: &str) -> i64 {
+        let (_, count): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query_async(&mut self.connection().await)
+            .await
+            .unwrap();
+        count
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn profile() -> ServerProfile {
+    ServerProfile::builder()
+        .resource_access(|caller: Option<&Principal>, uris: &[&str]| {
+            let name = caller.map(|c| c.as_str().to_owned());
+            let answers = uris
+                .iter()
+                .map(|uri| match name.as_deref() {
+                    Some(name) => {
+                        uri.starts_with("demo://public") || uri.contains(&format!("/{name}/"))
+                    }
+                    None => uri.starts_with("demo://public"),
+                })
+                .collect();
+            std::future::ready(answers)
+        })
+        .task_directory(|owner: &Principal, ids: &[&str]| {
+            let prefix = format!("task-{}", owner.as_str());
+            std::future::ready(ids.iter().map(|id| id.starts_with(&prefix)).collect())
+        })
+        .tasks(true)
+        .build()
+        .unwrap()
+}
+
+/// One instance: a hub on the Redis bus, behind the listen filter.
+struct Instance {
+    hub: ListenHub,
+    bus: RedisBus,
+    profile: ServerProfile,
+}
+
+type Boxed = UnsyncBoxBody<Bytes, Infallible>;
+
+impl Instance {
+    fn new(redis: &Redis, prefix: &str) -> Self {
+        let profile = profile();
+        let bus = RedisBus::new(&redis.url(), prefix).unwrap();
+        let hub = ListenHub::builder(profile.clone())
+            .bus(bus.clone())
+            .max_streams_per_caller(2_000)
+            .build();
+        Self { hub, bus, profile }
+    }
+
+    async fn listen(&self, caller: &str, id: u32, notifications: Value) -> Stream {
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}},
+                       "notifications": notifications},
+        })
+        .to_string();
+        let mut request = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        request.extensions_mut().insert(Principal::new(caller));
+        let inner = tower::service_fn(|_: Request<RequestBody<Full<Bytes>>>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+        });
+        let mut service = ServiceBuilder::new()
+            .layer(ListenFilterLayer::new(self.profile.clone()))
+            .layer(self.hub.layer())
+            .service(inner);
+        let response = service.ready().await.unwrap().call(request).await.unwrap();
+        let mut stream = Stream(response.into_body().boxed_unsync());
+        let ack = stream.message().await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        stream
+    }
+}
+
+struct Stream(Boxed);
+
+impl Stream {
+    async fn next(&mut self, within: Duration) -> Option<String> {
+        loop {
+            let frame = tokio::time::timeout(within, self.0.frame()).await.ok()??;
+            let data = frame.unwrap().into_data().unwrap();
+            let text = String::from_utf8(data.to_vec()).unwrap();
+            if !text.starts_with(':') {
+                return Some(text);
+            }
+        }
+    }
+
+    async fn message(&mut self) -> Value {
+        let text = self
+            .next(Duration::from_secs(5))
+            .await
+            .expect("a message within 5 s");
+        serde_json::from_str(text.strip_prefix("data: ").unwrap().trim_end()).unwrap()
+    }
+
+    async fn silent(&mut self, within: Duration) {
+        if let Some(text) = self.next(within).await {
+            panic!("expected nothing, got {text}");
+        }
+    }
+}
+
+/// Waits until `check` holds, for up to 10 s.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const ALICE_NOTES: &str = "demo://users/alice/notes";
+const BOB_NOTES: &str = "demo://users/bob/notes";
+const LOGS: &str = "demo://public/logs";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_on_one_instance_reaches_exactly_the_entitled_streams_on_the_other() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut alice = b
+        .listen(
+            "alice",
+            1,
+            json!({"resourceSubscriptions": [ALICE_NOTES, LOGS], "toolsListChanged": true}),
+        )
+        .await;
+    let mut bob = b
+        .listen(
+            "bob",
+            2,
+            json!({"resourceSubscriptions": [BOB_NOTES, LOGS]}),
+        )
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+
+    // Below an honoured URI: both hear it, through one subscription.
+    let published = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{LOGS}/today"))
+        .await;
+    assert_eq!((published.streams, published.remote), (0, Ok(())));
+    for stream in [&mut alice, &mut bob] {
+        assert_eq!(
+            stream.message().await["params"]["uri"],
+            format!("{LOGS}/today")
+        );
+    }
+    // Alice's notes reach alice only; a list change only where honoured.
+    let _ = a.hub.publisher().resource_updated(ALICE_NOTES).await;
+    let _ = a.hub.publisher().list_changed(ListChanged::Tools).await;
+    assert_eq!(alice.message().await["params"]["uri"], ALICE_NOTES);
+    assert_eq!(
+        alice.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    bob.silent(Duration::from_millis(500)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_event_reaches_only_its_owners_streams() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut alice = b
+        .listen("alice", 1, json!({"taskIds": ["task-alice-1"]}))
+        .await;
+    let mut bob = b
+        .listen("bob", 2, json!({"taskIds": ["task-alice-1", "task-bob-1"]}))
+        .await;
+    let owner = Principal::new("alice");
+    let channel = b.bus.channel_name(Channel::Task {
+        owner: &owner,
+        id: "task-alice-1",
+    });
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    let params = json!({"status": "completed"}).as_object().unwrap().clone();
+    let _ = a
+        .hub
+        .publisher()
+        .task_status(&owner, "task-alice-1", params)
+        .await;
+    let message = alice.message().await;
+    assert_eq!(
+        (
+            message["method"].as_str(),
+            message["params"]["taskId"].as_str()
+        ),
+        (Some("notifications/tasks"), Some("task-alice-1"))
+    );
+    bob.silent(Duration::from_millis(500)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_subscription_per_channel_per_instance() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut streams = Vec::new();
+    for i in 0..1_000 {
+        streams.push(
+            b.listen("alice", i, json!({"resourceSubscriptions": [LOGS]}))
+                .await,
+        );
+    }
+    let _on_a = a
+        .listen("bob", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("one subscription from each instance", || async {
+        redis.numsub(&channel).await == 2
+    })
+    .await;
+    // The last stream gone, the instance unsubscribes.
+    drop(streams);
+    eventually("b unsubscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
+    let mut redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut on_a = a
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let mut on_b = b
+        .listen("alice", 2, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("both subscribed", || async {
+        redis.numsub(&channel).await == 2
+    })
+    .await;
+
+    redis.stop();
+    eventually("a sees the outage", || async { !a.bus.is_connected() }).await;
+    // Local delivery goes on; the publisher hears that the others did not.
+    let published = a.hub.publisher().resource_updated(LOGS).await;
+    assert_eq!(published.streams, 1);
+    assert!(published.remote.is_err(), "{:?}", published.remote);
+    assert_eq!(on_a.message().await["params"]["uri"], LOGS);
+    // A new listen is served meanwhile.
+    let mut late = b
+        .listen("bob", 3, json!({"resourceSubscriptions": [BOB_NOTES]}))
+        .await;
+
+    redis.run();
+    let late_channel = b.bus.channel_name(Channel::Resource(BOB_NOTES));
+    eventually("both resubscribed", || async {
+        redis.numsub(&channel).await == 2 && redis.numsub(&late_channel).await == 1
+    })
+    .await;
+    eventually("a connected again", || async { a.bus.is_connected() }).await;
+    // Subscribed again, the next publication crosses.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = a.hub.publisher().resource_updated(LOGS).await;
+        if on_b.next(Duration::from_millis(200)).await.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no update crossed after the restart"
+        );
+    }
+    let _ = a.hub.publisher().resource_updated(BOB_NOTES).await;
+    assert_eq!(late.message().await["params"]["uri"], BOB_NOTES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_messages_are_dropped_and_counted() {
+    let redis = Redis::start();
+    let b = Instance::new(&redis, "app");
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    let mut connection = redis.connection().await;
+    let too_long = format!(
+        r#"{{"v":1,"from":"x","seq":1,"change":{{"type":"resource_updated","uri":"{LOGS}/{}"}}}}"#,
+        "a".repeat(70 * 1024)
+    );
+    for payload in [
+        "not json".to_owned(),
+        r#"{"v":2,"from":"x","seq":1,"change":{"type":"resource_updated","uri":"demo://public/logs"}}"#.to_owned(),
+        r#"{"v":1,"from":"x","seq":2,"change":{"type":"list_changed","list":"widgets"}}"#.to_owned(),
+        too_long,
+    ] {
+        let _: i64 = redis::cmd("PUBLISH").arg(&channel).arg(payload).query_async(&mut connection).await.unwrap();
+    }
+    eventually("four dropped", || async { b.bus.dropped() == 4 }).await;
+    stream.silent(Duration::from_millis(300)).await;
+    // A well-formed one from any process is delivered.
+    let good = format!(
+        r#"{{"v":1,"from":"worker","seq":1,"change":{{"type":"resource_updated","uri":"{LOGS}"}}}}"#
+    );
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(good)
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert_eq!(stream.message().await["params"]["uri"], LOGS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_while_redis_is_down_serves_and_connects_later() {
+    let mut redis = Redis::start();
+    redis.stop();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut on_a = a
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let mut on_b = b
+        .listen("alice", 2, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let published = a.hub.publisher().resource_updated(LOGS).await;
+    assert_eq!(published.streams, 1);
+    assert_eq!(published.remote, Err(mcp_edge::hub::BusError::Unavailable));
+    assert_eq!(on_a.message().await["params"]["uri"], LOGS);
+
+    redis.run();
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("both connected and subscribed", || async {
+        a.bus.is_connected() && redis.numsub(&channel).await == 2
+    })
+    .await;
+    let published = a.hub.publisher().resource_updated(LOGS).await;
+    assert_eq!(published.remote, Ok(()));
+    assert_eq!(on_b.message().await["params"]["uri"], LOGS);
+}
