@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::registry::Admission;
+use super::registry::{Admission, Opener};
 use super::stream::ListenStream;
 use super::Shared;
 use crate::filter::stream::Served;
@@ -98,10 +98,12 @@ where
         };
         let (parts, _) = request.into_parts();
         let bucket = self.shared.key(&parts);
-        let admission =
-            self.shared
-                .registry()
-                .open(&filter, bucket, &self.shared.config, &*self.shared.bus);
+        let opener = Opener::Stream {
+            filter: &filter,
+            bucket,
+            config: &self.shared.config,
+        };
+        let admission = self.shared.registry().open(opener, &*self.shared.bus);
         let response = match admission {
             Admission::Open(id, queue) => stream(ListenStream::new(
                 self.shared.clone(),

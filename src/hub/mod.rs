@@ -63,12 +63,12 @@ pub use self::bus::{Bus, BusError, BusFuture, Change, Channel, Inbox, LocalBus};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisBus, RedisBusError};
-pub use self::stream::ListenStream;
+pub use self::stream::{ListenStream, Watch};
 
 use self::bus::SharedBus;
-use self::registry::{Registry, Subscriber};
-use self::stream::{Item, Pushed};
-use crate::{Principal, ServerProfile};
+use self::registry::{Admission, Opener, Registry, Subscriber};
+use self::stream::{End, Item, Pushed, Queue};
+use crate::{Principal, ServerProfile, Topic};
 
 /// Default of [`ListenHubBuilder::keep_alive`].
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -254,6 +254,33 @@ impl ListenHub {
         tracing::info!(streams, "listen hub: shutting down, every stream ends");
     }
 
+    /// Hears the changes under `topics` as a stream of `caller` would,
+    /// for a server that delivers them itself (see [`Watch`]). Not a
+    /// listen stream: no cap applies, and [`open_streams`](Self::open_streams)
+    /// does not count it.
+    pub fn watch(
+        &self,
+        caller: Option<Principal>,
+        topics: impl IntoIterator<Item = Topic>,
+    ) -> Watch {
+        let opener = Opener::Watch {
+            topics: topics.into_iter().collect(),
+            caller,
+        };
+        let admission = self.shared.registry().open(opener, &*self.shared.bus);
+        let (id, queue) = match admission {
+            Admission::Open(id, queue) => (Some(id), queue),
+            // After shutdown: a watch that has ended (no cap applies to one).
+            Admission::Closed(queue) => (None, queue),
+            Admission::Full { .. } => {
+                let queue = Arc::new(Queue::default());
+                queue.end(End::Shutdown);
+                (None, queue)
+            }
+        };
+        Watch::new(self.shared.clone(), id, queue)
+    }
+
     /// How many streams are open.
     pub fn open_streams(&self) -> usize {
         self.shared.registry().len()
@@ -359,30 +386,20 @@ impl Publisher {
 
 /// Delivers `change` to this instance's streams; how many it was queued on.
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
-    let (streams, item, uri) = match change {
-        Change::ResourceUpdated { uri } => {
-            let streams = shared.registry().covering(uri.as_bytes());
-            (streams, Item::updated(uri), Some(uri.as_str()))
-        }
-        Change::ListChanged(list) => (
-            shared.registry().listing(*list),
-            Item::list_changed(*list),
-            None,
+    let (streams, uri) = match change {
+        Change::ResourceUpdated { uri } => (
+            shared.registry().covering(uri.as_bytes()),
+            Some(uri.as_str()),
         ),
-        Change::TaskStatus {
-            owner,
-            task_id,
-            params,
-        } => {
-            let mut params = params.clone();
-            params.insert("taskId".into(), task_id.as_str().into());
-            let streams = shared.registry().following(owner, task_id);
-            (streams, Item::task(params), None)
+        Change::ListChanged(list) => (shared.registry().listing(*list), None),
+        Change::TaskStatus { owner, task_id, .. } => {
+            (shared.registry().following(owner, task_id), None)
         }
     };
     if streams.is_empty() {
         return 0;
     }
+    let item = Item::of(change);
     let readable = match uri {
         Some(uri) => readable(shared, uri, &streams).await,
         None => vec![true; streams.len()],

@@ -27,6 +27,8 @@ type Streams = HashMap<u64, Subscriber>;
 pub(super) struct Registry {
     next: u64,
     closed: bool,
+    /// Open listen streams.
+    open: usize,
     streams: HashMap<u64, Entry>,
     /// Honoured URI → the streams honouring it.
     uris: HashMap<Box<[u8]>, Streams>,
@@ -40,8 +42,39 @@ pub(super) struct Registry {
 
 struct Entry {
     queue: Arc<Queue>,
-    filter: HonouredFilter,
-    bucket: Option<String>,
+    topics: Topics,
+    /// A listen stream's admission bucket; `None` for a [`Watch`](super::Watch).
+    bucket: Option<Option<String>>,
+}
+
+/// What an entry hears: a listen's honoured filter, or a watch's own topics.
+enum Topics {
+    Filter(HonouredFilter),
+    Own(Vec<Topic>),
+}
+
+impl Topics {
+    fn get(&self) -> &[Topic] {
+        match self {
+            Topics::Filter(filter) => filter.topics(),
+            Topics::Own(topics) => topics,
+        }
+    }
+}
+
+/// Who asks to be registered.
+pub(super) enum Opener<'a> {
+    /// A listen stream, within the caps of its bucket.
+    Stream {
+        filter: &'a HonouredFilter,
+        bucket: Option<String>,
+        config: &'a Config,
+    },
+    /// A watch of a server's own: no cap.
+    Watch {
+        topics: Vec<Topic>,
+        caller: Option<Principal>,
+    },
 }
 
 /// What becomes of a listen the hub is asked to serve.
@@ -65,41 +98,46 @@ fn list_of(topic: &Topic) -> Option<ListChanged> {
 }
 
 impl Registry {
-    /// Registers a stream for `filter` in `bucket`, within the caps.
-    pub(super) fn open(
-        &mut self,
-        filter: &HonouredFilter,
-        bucket: Option<String>,
-        config: &Config,
-        bus: &dyn Bus,
-    ) -> Admission {
+    /// Registers a listen stream within the caps, or a watch.
+    pub(super) fn open(&mut self, opener: Opener<'_>, bus: &dyn Bus) -> Admission {
         if self.closed {
             let queue = Arc::new(Queue::default());
             queue.end(End::Shutdown);
             return Admission::Closed(queue);
         }
-        if self.streams.len() >= config.max_streams {
-            return Admission::Full {
-                limit: "streams",
-                max: config.max_streams,
-            };
-        }
-        let open = self.buckets.get(&bucket).copied().unwrap_or(0);
-        if open >= config.max_streams_per_caller {
-            return Admission::Full {
-                limit: "streams_per_caller",
-                max: config.max_streams_per_caller,
-            };
-        }
+        let (topics, caller, bucket) = match opener {
+            Opener::Stream {
+                filter,
+                bucket,
+                config,
+            } => {
+                if self.len() >= config.max_streams {
+                    return Admission::Full {
+                        limit: "streams",
+                        max: config.max_streams,
+                    };
+                }
+                let open = self.buckets.get(&bucket).copied().unwrap_or(0);
+                if open >= config.max_streams_per_caller {
+                    return Admission::Full {
+                        limit: "streams_per_caller",
+                        max: config.max_streams_per_caller,
+                    };
+                }
+                let caller = filter.principal().cloned();
+                (Topics::Filter(filter.clone()), caller, Some(bucket))
+            }
+            Opener::Watch { topics, caller } => (Topics::Own(topics), caller, None),
+        };
         let id = self.next;
         self.next += 1;
         let queue = Arc::new(Queue::default());
         let subscriber = Subscriber {
             id,
             queue: queue.clone(),
-            caller: filter.principal().cloned(),
+            caller,
         };
-        for topic in filter.topics() {
+        for topic in topics.get() {
             let (streams, channel) = match topic {
                 Topic::Resource(uri) => (
                     self.uris.entry(uri.as_bytes().into()).or_default(),
@@ -121,12 +159,15 @@ impl Registry {
             }
             streams.insert(id, subscriber.clone());
         }
-        *self.buckets.entry(bucket.clone()).or_default() += 1;
+        if let Some(bucket) = &bucket {
+            *self.buckets.entry(bucket.clone()).or_default() += 1;
+            self.open += 1;
+        }
         self.streams.insert(
             id,
             Entry {
                 queue: queue.clone(),
-                filter: filter.clone(),
+                topics,
                 bucket,
             },
         );
@@ -138,7 +179,7 @@ impl Registry {
         let Some(entry) = self.streams.remove(&id) else {
             return;
         };
-        for topic in entry.filter.topics() {
+        for topic in entry.topics.get() {
             let emptied = match topic {
                 Topic::Resource(uri) => {
                     remove(&mut self.uris, uri.as_bytes(), id).then_some(Channel::Resource(uri))
@@ -157,10 +198,13 @@ impl Registry {
                 bus.unwatch(channel);
             }
         }
-        if let Some(open) = self.buckets.get_mut(&entry.bucket) {
-            *open -= 1;
-            if *open == 0 {
-                self.buckets.remove(&entry.bucket);
+        if let Some(bucket) = &entry.bucket {
+            self.open -= 1;
+            if let Some(open) = self.buckets.get_mut(bucket) {
+                *open -= 1;
+                if *open == 0 {
+                    self.buckets.remove(bucket);
+                }
             }
         }
     }
@@ -214,16 +258,16 @@ impl Registry {
     /// were open.
     pub(super) fn shut(&mut self) -> usize {
         self.closed = true;
-        let open = self.streams.len();
+        let open = self.len();
         for entry in self.streams.values() {
             entry.queue.end(End::Shutdown);
         }
         open
     }
 
-    /// How many streams are open.
+    /// How many listen streams are open (watches are not counted).
     pub(super) fn len(&self) -> usize {
-        self.streams.len()
+        self.open
     }
 }
 

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{ListChanged, Shared};
+use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
@@ -22,6 +22,8 @@ use crate::HonouredFilter;
 /// tags it with. Cheap to clone: one change is queued on many streams.
 #[derive(Debug, Clone)]
 pub(crate) struct Item {
+    /// The change, for a server that delivers it itself ([`Watch`](super::Watch)).
+    pub(crate) change: Arc<Change>,
     /// The list that changed, for a list change (they coalesce).
     pub(crate) list: Option<ListChanged>,
     /// `data: ` and the message up to the subscription id.
@@ -32,30 +34,43 @@ pub(crate) struct Item {
 const TAIL: &[u8] = b"}}}\n\n";
 
 impl Item {
-    /// `method` with `params` members (JSON text, no braces; may be empty).
-    fn new(list: Option<ListChanged>, method: &str, members: &str) -> Self {
+    /// `change` as `method` with `params` members (JSON text, no braces;
+    /// may be empty).
+    fn new(change: Arc<Change>, method: &str, members: &str) -> Self {
+        let list = match *change {
+            Change::ListChanged(list) => Some(list),
+            _ => None,
+        };
         let comma = if members.is_empty() { "" } else { "," };
         let head = format!(
             r#"data: {{"jsonrpc":"2.0","method":"{method}","params":{{{members}{comma}"_meta":{{"{SUBSCRIPTION_ID}":"#
         );
         Self {
+            change,
             list,
             head: head.into(),
         }
     }
 
-    pub(crate) fn updated(uri: &str) -> Self {
-        let members = format!(r#""uri":{}"#, Value::from(uri));
-        Self::new(None, "notifications/resources/updated", &members)
-    }
-
-    pub(crate) fn list_changed(list: ListChanged) -> Self {
-        Self::new(Some(list), list.method(), "")
-    }
-
-    pub(crate) fn task(params: Map<String, Value>) -> Self {
-        let object = Value::Object(params).to_string();
-        Self::new(None, "notifications/tasks", &object[1..object.len() - 1])
+    /// The item of `change`.
+    pub(crate) fn of(change: &Change) -> Self {
+        let change = Arc::new(change.clone());
+        match &*change {
+            Change::ResourceUpdated { uri } => {
+                let members = format!(r#""uri":{}"#, Value::from(uri.as_str()));
+                Self::new(change.clone(), "notifications/resources/updated", &members)
+            }
+            Change::ListChanged(list) => Self::new(change.clone(), list.method(), ""),
+            Change::TaskStatus {
+                task_id, params, ..
+            } => {
+                let mut params = params.clone();
+                params.insert("taskId".into(), task_id.as_str().into());
+                let object = Value::Object(params).to_string();
+                let members = &object[1..object.len() - 1];
+                Self::new(change.clone(), "notifications/tasks", members)
+            }
+        }
     }
 
     /// The event, tagged with subscription `id` (JSON text: a number or a
@@ -339,5 +354,50 @@ impl std::fmt::Debug for ListenStream {
             .field("acknowledged", &self.acknowledged)
             .field("finished", &self.finished)
             .finish_non_exhaustive()
+    }
+}
+
+/// The changes under some topics, as the hub's streams hear them (the
+/// sub-resource rule, task owners, send-time authorization for its caller,
+/// the backlog), for a server that delivers them itself: a legacy
+/// session's `resources/subscribe`, say. Dropping it unregisters it.
+pub struct Watch {
+    shared: Arc<Shared>,
+    id: Option<u64>,
+    queue: Arc<Queue>,
+}
+
+impl Watch {
+    pub(crate) fn new(shared: Arc<Shared>, id: Option<u64>, queue: Arc<Queue>) -> Self {
+        Self { shared, id, queue }
+    }
+
+    /// The next change, or `None` once the hub shut down or the watch fell
+    /// behind its backlog.
+    pub async fn next(&mut self) -> Option<Change> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// Polls for the next change (see [`Watch::next`]).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Change>> {
+        match self.queue.poll_next(cx) {
+            Next::Item(item) => Poll::Ready(Some((*item.change).clone())),
+            Next::End(_) => Poll::Ready(None),
+            Next::Nothing => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.shared.registry().close(id, &*self.shared.bus);
+        }
+    }
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch").finish_non_exhaustive()
     }
 }

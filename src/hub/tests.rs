@@ -582,3 +582,35 @@ async fn the_bus_hears_each_channel_once_and_every_publication() {
         ]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_hears_what_a_stream_of_its_caller_would() {
+    let stack = Stack::new(|b| b);
+    let alice = Some(Principal::new("alice"));
+    let mut watch = stack.hub.watch(
+        alice.clone(),
+        [
+            crate::Topic::Resource(PUBLIC.into()),
+            crate::Topic::Resource(BOB_NOTES.into()),
+            crate::Topic::ToolsListChanged,
+        ],
+    );
+    assert_eq!(stack.hub.open_streams(), 0, "a watch is not a stream");
+    let publisher = stack.hub.publisher();
+    assert_eq!(publisher.resource_updated(README).await.streams, 1);
+    // Bob's notes are not alice's to hear, even on a topic she named.
+    assert_eq!(publisher.resource_updated(BOB_NOTES).await.streams, 0);
+    assert_eq!(publisher.list_changed(ListChanged::Tools).await.streams, 1);
+    assert_eq!(
+        watch.next().await,
+        Some(super::Change::ResourceUpdated { uri: README.into() })
+    );
+    assert_eq!(
+        watch.next().await,
+        Some(super::Change::ListChanged(ListChanged::Tools))
+    );
+    stack.hub.shutdown();
+    assert_eq!(watch.next().await, None);
+    drop(watch);
+    assert_eq!(publisher.list_changed(ListChanged::Tools).await.streams, 0);
+}
