@@ -17,9 +17,11 @@
 //!    `server/discover` advertises the profile's capabilities, exactly what
 //!    is served, and each `subscriptions/listen` filter is honoured for its
 //!    caller (only URIs the caller may read, only tasks it owns).
-//! 4. The inner service: honoured listens are served from the example's own
-//!    event bus (`listen.rs`, `bus.rs`), everything else by rmcp
-//!    (`handler.rs`).
+//! 4. mcp-edge's listen hub: it serves every honoured listen, after rmcp's
+//!    own checks of it (`endpoint.rs`); the handler publishes every change
+//!    through the hub. With `--redis URL` (built with `--features redis`),
+//!    instances on one Redis share listen topics.
+//! 5. rmcp (`handler.rs`).
 //!
 //! `--bare` drops 3: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
@@ -50,9 +52,11 @@
 use std::error::Error;
 use std::future::IntoFuture;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
+use mcp_edge::hub::Bus;
 use mcp_edge_reference::app;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -62,17 +66,23 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N]
               [--max-sessions-per-caller N] [--body-timeout SECS]
+              [--max-streams-per-caller N] [--keep-alive-secs N] [--redis URL]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
   --max-sessions N             most legacy sessions open at once (default 1000)
   --max-sessions-per-caller N  most per caller, anonymous callers together (default 16)
-  --body-timeout SECS          cut off a request body idle this long (default 10)";
+  --body-timeout SECS          cut off a request body idle this long (default 10)
+  --max-streams-per-caller N   most listen streams per caller (default 64)
+  --keep-alive-secs N          keep-alive comment on an idle listen stream (default 15)
+  --redis URL                  share listen topics with every instance on this Redis
+                               (built with --features redis)";
 
 struct Args {
     addr: String,
     bare: bool,
     bounds: app::Bounds,
+    redis: Option<String>,
 }
 
 fn number(argv: &mut impl Iterator<Item = String>, flag: &str) -> Result<u64, String> {
@@ -87,6 +97,7 @@ fn parse_args() -> Result<Args, String> {
         addr: "127.0.0.1:8080".to_owned(),
         bare: false,
         bounds: app::Bounds::default(),
+        redis: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
@@ -100,6 +111,13 @@ fn parse_args() -> Result<Args, String> {
             "--body-timeout" => {
                 args.bounds.body_read = Duration::from_secs(number(&mut argv, &arg)?);
             }
+            "--max-streams-per-caller" => {
+                args.bounds.streams_per_caller = number(&mut argv, &arg)? as usize;
+            }
+            "--keep-alive-secs" => {
+                args.bounds.keep_alive = Duration::from_secs(number(&mut argv, &arg)?);
+            }
+            "--redis" => args.redis = Some(argv.next().ok_or("--redis needs a URL")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -145,9 +163,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let local = listener.local_addr()?;
     let app::App {
         router,
-        bus,
+        hub,
         stop_rmcp,
-    } = app::build_with(local.port(), args.bare, args.bounds)?;
+    } = app::build_on(local.port(), args.bare, args.bounds, bus(args.redis)?)?;
 
     let listener = listener.tap_io(|tcp| {
         // Listen streams carry small, latency-sensitive events.
@@ -164,12 +182,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     let (signalled, on_signal) = tokio::sync::oneshot::channel();
     let shutdown = {
-        let bus = bus.clone();
+        let hub = hub.clone();
         async move {
             shutdown_signal().await;
             // Every open listen ends with its graceful-close result, so the
             // connections can drain.
-            bus.close();
+            hub.shutdown();
             let _ = signalled.send(());
         }
     };
@@ -191,6 +209,26 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     stop_rmcp();
-    tracing::info!(open_streams = bus.streams(), "stopped");
+    tracing::info!(open_streams = hub.open_streams(), "stopped");
     Ok(())
+}
+
+/// The bus to the other instances: Redis at `url`, when given.
+#[cfg(feature = "redis")]
+fn bus(url: Option<String>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let bus = mcp_edge::hub::RedisBus::new(&url, "mcp-edge-reference")?;
+    println!("sharing listen topics through Redis at {url}");
+    Ok(Some(Arc::new(bus)))
+}
+
+/// The bus to the other instances: none without the `redis` feature.
+#[cfg(not(feature = "redis"))]
+fn bus(url: Option<String>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
+    match url {
+        Some(_) => Err("--redis needs the example built with --features redis".into()),
+        None => Ok(None),
+    }
 }

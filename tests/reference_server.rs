@@ -8,10 +8,10 @@
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_edge_reference::{app, bus};
+use mcp_edge::hub::ListenHub;
+use mcp_edge_reference::app;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -32,7 +32,7 @@ const ANONYMOUS: Option<&str> = None;
 
 struct Server {
     port: u16,
-    bus: Arc<bus::Bus>,
+    hub: ListenHub,
     stop_rmcp: Option<Box<dyn FnOnce() + Send>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -56,7 +56,7 @@ impl Server {
         });
         Self {
             port,
-            bus: app.bus,
+            hub: app.hub,
             stop_rmcp: Some(app.stop_rmcp),
             shutdown: Some(shutdown),
             task: Some(tokio::spawn(server.into_future())),
@@ -65,7 +65,7 @@ impl Server {
 
     /// Ends every stream, stops accepting, and waits (bounded) for the end.
     async fn stop(mut self) {
-        self.bus.close();
+        self.hub.shutdown();
         if let Some(stop_rmcp) = self.stop_rmcp.take() {
             stop_rmcp();
         }

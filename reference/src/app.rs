@@ -14,6 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::StatusCode;
+use mcp_edge::hub::{Bus, ListenHub};
 use mcp_edge::{EdgeLayer, Era, Principal, ServerProfile};
 use rmcp::model::ServerCapabilities;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -21,14 +22,12 @@ use rmcp::transport::StreamableHttpServerConfig;
 use tower::ServiceBuilder;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
-use crate::bus::Bus;
 use crate::edge;
 use crate::endpoint::{McpEndpoint, RmcpService};
 use crate::handler::Demo;
-use crate::listen::ListenEndpoint;
 use crate::store::Store;
 
-/// Keep-alive comment interval on idle listen streams.
+/// Keep-alive comment interval on rmcp's idle streams.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The assembled server, ready for `axum::serve` with connect info
@@ -36,8 +35,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 pub struct App {
     /// Every route: `/mcp` behind the whole stack, and `/debug/streams`.
     pub router: Router,
-    /// The event bus; [`Bus::close`] ends every open listen gracefully.
-    pub bus: Arc<Bus>,
+    /// The listen hub; [`ListenHub::shutdown`] ends every open listen gracefully.
+    pub hub: ListenHub,
     /// Stops rmcp: its sessions and its open streams.
     pub stop_rmcp: Box<dyn FnOnce() + Send>,
 }
@@ -90,6 +89,11 @@ pub struct Bounds {
     /// How long a request body may go without a frame before it is cut off
     /// (default 10 s).
     pub body_read: Duration,
+    /// Most listen streams one caller may hold open (default 64).
+    pub streams_per_caller: usize,
+    /// How long an idle listen stream waits before a keep-alive comment
+    /// (default 15 s).
+    pub keep_alive: Duration,
 }
 
 impl Default for Bounds {
@@ -99,6 +103,8 @@ impl Default for Bounds {
             sessions_per_caller: 16,
             session_idle: Duration::from_secs(300),
             body_read: Duration::from_secs(10),
+            streams_per_caller: 64,
+            keep_alive: KEEP_ALIVE,
         }
     }
 }
@@ -111,9 +117,26 @@ pub fn build(port: u16, bare: bool) -> Result<App, Box<dyn Error>> {
 
 /// [`build`] with `bounds`.
 pub fn build_with(port: u16, bare: bool, bounds: Bounds) -> Result<App, Box<dyn Error>> {
+    build_on(port, bare, bounds, None)
+}
+
+/// [`build_with`] on `bus` (default: none, this instance alone), which
+/// carries the hub's changes to the other instances of the deployment.
+pub fn build_on(
+    port: u16,
+    bare: bool,
+    bounds: Bounds,
+    bus: Option<Arc<dyn Bus>>,
+) -> Result<App, Box<dyn Error>> {
     let store = Store::demo();
-    let bus = Bus::new();
     let profile = profile(&store)?;
+    let mut hub = ListenHub::builder(profile.clone())
+        .keep_alive(bounds.keep_alive)
+        .max_streams_per_caller(bounds.streams_per_caller);
+    if let Some(bus) = bus {
+        hub = hub.bus(bus);
+    }
+    let hub = hub.build();
     // rmcp advertises (and enforces, e.g. for tasks/*) the same modern
     // capabilities the profile computes, so bare mode tells the same story.
     let capabilities: ServerCapabilities =
@@ -125,25 +148,25 @@ pub fn build_with(port: u16, bare: bool, bounds: Bounds) -> Result<App, Box<dyn 
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(KEEP_ALIVE));
     let rmcp_token = config.cancellation_token.clone();
-    let demo = Demo::new(store, bus.clone(), capabilities).checking_subscriptions(bare);
+    let demo = Demo::new(store, hub.clone(), capabilities).checking_subscriptions(bare);
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(bounds.session_idle);
     let manager = Arc::new(manager);
     let rmcp = RmcpService::new(move || Ok(demo.for_session()), manager.clone(), config);
-    let endpoint = McpEndpoint::new(rmcp, ListenEndpoint::new(bus.clone(), KEEP_ALIVE));
 
     let routes = if bare {
-        Router::new().route_service("/mcp", endpoint)
+        Router::new().route_service("/mcp", rmcp)
     } else {
-        // Both promises, with one read of each body.
+        // Both promises, with one read of each body; the hub serves the
+        // listens the layer honoured.
         let layered = ServiceBuilder::new()
             .layer(EdgeLayer::new(profile))
-            .service(endpoint);
+            .service(McpEndpoint::new(tower::Layer::layer(&hub.layer(), rmcp)));
         Router::new().route_service("/mcp", layered)
     };
     let debug = Router::new()
         .route("/debug/streams", get(open_streams))
-        .with_state(bus.clone());
+        .with_state(hub.clone());
     // `layer` wraps what is already there: the last one added runs first.
     let router = routes
         .layer(from_fn_with_state(
@@ -157,16 +180,16 @@ pub fn build_with(port: u16, bare: bool, bounds: Bounds) -> Result<App, Box<dyn 
         .layer(from_fn_with_state(port, edge::loopback_only));
     Ok(App {
         router,
-        bus,
+        hub,
         stop_rmcp: Box::new(move || rmcp_token.cancel()),
     })
 }
 
-/// `GET /debug/streams`: how many listen streams are registered on the bus,
+/// `GET /debug/streams`: how many listen streams the hub has open,
 /// as `{"streams":N}`. Only for a peer on the loopback interface (and, like
 /// everything, only under a loopback `Host`).
 async fn open_streams(
-    State(bus): State<Arc<Bus>>,
+    State(hub): State<ListenHub>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
 ) -> Response {
     if !peer.ip().is_loopback() {
@@ -178,7 +201,7 @@ async fn open_streams(
     }
     (
         [(CONTENT_TYPE, "application/json")],
-        format!(r#"{{"streams":{}}}"#, bus.streams()),
+        format!(r#"{{"streams":{}}}"#, hub.open_streams()),
     )
         .into_response()
 }

@@ -1,5 +1,8 @@
-//! The inner service at `/mcp`: listens the layers honoured go to the bus,
-//! everything else to rmcp.
+//! The inner service at `/mcp`: rmcp, with the mcp-edge listen hub in front
+//! of it. A listen the layer honoured (it carries a [`HonouredFilter`]) is
+//! checked the way rmcp checks every 2026-07-28 request (the `Accept`
+//! header, the per-request `_meta`, the protocol-version and method
+//! headers) and then served by the hub; everything else goes to rmcp.
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -7,56 +10,169 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
+use bytes::Bytes;
+use http::header::ACCEPT;
+use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use mcp_edge::hub::ListenHubService;
+use mcp_edge::jsonrpc::{
+    JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION,
+};
 use mcp_edge::HonouredFilter;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::StreamableHttpService;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
 use tower::Service;
 
-use crate::handler::Demo;
-use crate::listen::{ListenEndpoint, McpBody};
+use crate::handler::{listen_versions, Demo};
 
 /// rmcp's Streamable HTTP service: stateless for 2026-07-28 requests, with
 /// sessions for the legacy era (an `initialize` opens one).
 pub type RmcpService = StreamableHttpService<Demo, LocalSessionManager>;
 
-/// Routes by the [`HonouredFilter`] extension that `EdgeLayer`
-/// inserts: only a listen it honoured carries one.
+/// The response body type of the whole MCP endpoint (rmcp's too).
+pub type McpBody = BoxBody<Bytes, Infallible>;
+
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// rmcp behind the listen hub, with rmcp's checks of a listen first.
 #[derive(Clone)]
 pub struct McpEndpoint {
-    rmcp: RmcpService,
-    listen: ListenEndpoint,
+    inner: ListenHubService<RmcpService>,
 }
 
 impl McpEndpoint {
-    /// Listens with an honoured filter go to `listen`, everything else to `rmcp`.
-    pub fn new(rmcp: RmcpService, listen: ListenEndpoint) -> Self {
-        Self { rmcp, listen }
+    /// Honoured listens go to the hub of `inner`, everything else to rmcp.
+    pub fn new(inner: ListenHubService<RmcpService>) -> Self {
+        Self { inner }
     }
 }
 
 impl<B> Service<Request<B>> for McpEndpoint
 where
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Display,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Display + std::error::Error + Send + Sync + 'static,
 {
     type Response = Response<McpBody>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        // Both routes are always ready.
+        // The hub and rmcp are always ready.
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if request.extensions().get::<HonouredFilter>().is_some() {
-            let listen = self.listen.clone();
-            Box::pin(async move { Ok(listen.serve(request).await) })
-        } else {
-            self.rmcp.call(request)
-        }
+        let mut inner = self.inner.clone();
+        let Some(filter) = request.extensions().get::<HonouredFilter>().cloned() else {
+            let future = inner.call(request);
+            return Box::pin(async move { Ok(future.await?.map(BodyExt::boxed)) });
+        };
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            if !accepts_event_stream(&parts.headers) {
+                return Ok(plain(
+                    StatusCode::NOT_ACCEPTABLE,
+                    "Not Acceptable: a listen stream needs Accept: text/event-stream",
+                ));
+            }
+            let body = match body.collect().await {
+                Ok(body) => body.to_bytes(),
+                Err(error) => {
+                    tracing::debug!(%error, "listen body unreadable");
+                    return Ok(plain(StatusCode::BAD_REQUEST, "unreadable request body"));
+                }
+            };
+            if let Err(error) = check_request(&parts.headers, &body) {
+                let response = error.to_response::<Full<Bytes>>(Some(filter.subscription_id()));
+                return Ok(response.map(BodyExt::boxed));
+            }
+            let request = Request::from_parts(parts, Full::new(body));
+            Ok(inner.call(request).await?.map(BodyExt::boxed))
+        })
     }
+}
+
+fn plain(status: StatusCode, message: &'static str) -> Response<McpBody> {
+    let mut response = Response::new(BodyExt::boxed(Full::new(Bytes::from_static(
+        message.as_bytes(),
+    ))));
+    *response.status_mut() = status;
+    response
+}
+
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|media| media.split(';').next().unwrap_or("").trim())
+        .any(|media| media.eq_ignore_ascii_case("text/event-stream") || media == "*/*")
+}
+
+/// The per-request checks rmcp applies to every 2026-07-28 request.
+fn check_request(headers: &HeaderMap, body: &[u8]) -> Result<(), JsonRpcError> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        #[serde(default)]
+        params: Option<Params>,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta", default)]
+        meta: Option<Map<String, Value>>,
+    }
+    let meta = serde_json::from_slice::<Envelope>(body)
+        .ok()
+        .and_then(|envelope| envelope.params?.meta)
+        .unwrap_or_default();
+    let version = meta.get(PROTOCOL_VERSION).and_then(Value::as_str);
+    let has_capabilities = meta.get(CLIENT_CAPABILITIES).is_some_and(Value::is_object);
+    let missing: Vec<&str> = [
+        (PROTOCOL_VERSION, version.is_some()),
+        (CLIENT_CAPABILITIES, has_capabilities),
+    ]
+    .into_iter()
+    .filter_map(|(key, present)| (!present).then_some(key))
+    .collect();
+    let Some(version) = version.filter(|_| missing.is_empty()) else {
+        return Err(JsonRpcError::new(
+            INVALID_PARAMS,
+            format!(
+                "request _meta is missing or has malformed required fields: {}",
+                missing.join(", ")
+            ),
+        ));
+    };
+    let header = headers
+        .get("mcp-protocol-version")
+        .and_then(|value| value.to_str().ok());
+    if header != Some(version) {
+        return Err(JsonRpcError::new(
+            HEADER_MISMATCH,
+            "MCP-Protocol-Version header does not match request _meta protocolVersion",
+        ));
+    }
+    // The layer already refused a header that disagrees with the body; like
+    // rmcp, also refuse one that is missing.
+    if headers.get("mcp-method").is_none() {
+        return Err(JsonRpcError::new(
+            HEADER_MISMATCH,
+            "missing required Mcp-Method header",
+        ));
+    }
+    if !listen_versions().any(|supported| supported == version) {
+        let supported: Vec<&str> = listen_versions().collect();
+        return Err(JsonRpcError::new(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+        )
+        .with_data(json!({ "requested": version, "supported": supported })));
+    }
+    Ok(())
 }

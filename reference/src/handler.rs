@@ -1,14 +1,17 @@
 //! The MCP server itself: an rmcp [`ServerHandler`] over the [`Store`].
 //!
 //! Everything it reads about resources and tasks comes from the store, and
-//! everything it changes is published on the [`Bus`]. It serves
-//! `subscriptions/listen` itself only in `--bare` mode; with the mcp-edge
-//! layers in front, listens are served from the bus (see `listen.rs`).
+//! everything it changes is published through the mcp-edge listen hub's
+//! publisher. It serves `subscriptions/listen` itself only in `--bare`
+//! mode; with the mcp-edge layers in front, the hub serves listens. Legacy
+//! `resources/subscribe` subscriptions (and bare listens) hear the hub
+//! through a [`Watch`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use mcp_edge::hub::{Change, ListChanged, ListenHub, Watch};
 use mcp_edge::{Principal, Topic};
 use rmcp::handler::server::tool::InputResponses;
 use rmcp::handler::server::wrapper::Parameters;
@@ -26,7 +29,6 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use tokio::task::AbortHandle;
 
-use crate::bus::{Bus, End, Event};
 use crate::store::Store;
 
 /// The protocol revisions served: 2026-07-28, the stateless one, where
@@ -51,7 +53,7 @@ pub fn listen_versions() -> impl Iterator<Item = &'static str> {
 #[derive(Clone)]
 pub struct Demo {
     store: Arc<Store>,
-    bus: Arc<Bus>,
+    hub: ListenHub,
     capabilities: ServerCapabilities,
     /// Whether `resources/subscribe` is checked here (`--bare`): with the
     /// mcp-edge layer, the edge checks it before the handler runs.
@@ -61,7 +63,7 @@ pub struct Demo {
 }
 
 /// A legacy session's resource subscriptions: one forwarding task per URI,
-/// from the bus to the session's peer (its GET stream). They all end when
+/// from a hub watch to the session's peer (its GET stream). They all end when
 /// the session's handler is dropped, that is when the session ends.
 #[derive(Default)]
 struct LegacySubscriptions {
@@ -134,12 +136,12 @@ fn object(value: Value) -> Map<String, Value> {
 
 #[tool_router]
 impl Demo {
-    /// A server over `store` that publishes its changes on `bus` and
+    /// A server over `store` that publishes its changes through `hub` and
     /// advertises `capabilities` (the profile's modern set).
-    pub fn new(store: Arc<Store>, bus: Arc<Bus>, capabilities: ServerCapabilities) -> Self {
+    pub fn new(store: Arc<Store>, hub: ListenHub, capabilities: ServerCapabilities) -> Self {
         Self {
             store,
-            bus,
+            hub,
             capabilities,
             checks_subscriptions: true,
             legacy: Arc::default(),
@@ -154,7 +156,7 @@ impl Demo {
     }
 
     /// A handler for one rmcp session or stateless request: shares the
-    /// store and the bus, with subscriptions of its own.
+    /// store and the hub, with subscriptions of its own.
     pub fn for_session(&self) -> Self {
         Self {
             legacy: Arc::default(),
@@ -178,12 +180,10 @@ impl Demo {
         if !self.store.may_read(caller(&context).as_ref(), &uri) {
             return Err(resource_not_found(&uri));
         }
-        let params = object(json!({ "uri": uri }));
-        self.bus.publish(Event::new(
-            Topic::Resource(uri.clone()),
-            "notifications/resources/updated",
-            params,
-        ));
+        let published = self.hub.publisher().resource_updated(&uri).await;
+        if let Err(error) = published.remote {
+            tracing::warn!(%error, "an update did not reach the other instances");
+        }
         Ok(CallToolResult::success(vec![ContentBlock::text(format!(
             "{uri} touched"
         ))]))
@@ -205,7 +205,7 @@ impl Demo {
             McpError::internal_error(format!("task does not serialize: {error}"), None)
         })?;
         if changed {
-            self.publish_task(owner, task_id.clone(), task.clone());
+            self.publish_task(owner, &task_id, task.clone()).await;
         }
         Ok(CallToolResult::success(vec![ContentBlock::text(
             task.to_string(),
@@ -313,39 +313,35 @@ impl Demo {
         description = "Conformance fixture: announces a tool-list change to listen streams that asked for it"
     )]
     async fn test_trigger_tool_change(&self) -> String {
-        self.bus.publish(Event::new(
-            Topic::ToolsListChanged,
-            "notifications/tools/list_changed",
-            Map::new(),
-        ));
+        let _ = self.hub.publisher().list_changed(ListChanged::Tools).await;
         "tool list change announced".to_owned()
     }
 }
 
 impl Demo {
-    fn publish_task(&self, owner: Principal, id: String, task: Value) {
-        let topic = Topic::Task { owner, id };
-        self.bus
-            .publish(Event::new(topic, "notifications/tasks", object(task)));
+    async fn publish_task(&self, owner: Principal, id: &str, task: Value) {
+        let _ = self
+            .hub
+            .publisher()
+            .task_status(&owner, id, object(task))
+            .await;
     }
 
-    /// `--bare` mode: delivers one bus event through rmcp's subscription sink.
+    /// `--bare` mode: delivers one change through rmcp's subscription sink
+    /// (the hub's watch already dropped updates the caller may not read).
     async fn forward(
         &self,
         subscription: &SubscriptionContext,
-        caller: Option<&Principal>,
-        event: &Event,
+        change: Change,
     ) -> Result<(), rmcp::service::SubscriptionSendError> {
         let sink = subscription.sink();
-        match &event.topic {
-            Topic::ToolsListChanged => sink.notify_tool_list_changed().await,
-            Topic::PromptsListChanged => sink.notify_prompt_list_changed().await,
-            Topic::ResourcesListChanged => sink.notify_resource_list_changed().await,
-            // rmcp acknowledged the URI without knowing the caller; at
-            // least the update itself only reaches a caller who may read it.
-            Topic::Resource(uri) if self.store.may_read(caller, uri) => {
-                sink.notify_resource_updated(uri.clone()).await
+        match change {
+            Change::ListChanged(ListChanged::Tools) => sink.notify_tool_list_changed().await,
+            Change::ListChanged(ListChanged::Prompts) => sink.notify_prompt_list_changed().await,
+            Change::ListChanged(ListChanged::Resources) => {
+                sink.notify_resource_list_changed().await
             }
+            Change::ResourceUpdated { uri } => sink.notify_resource_updated(uri).await,
             // rmcp's sink cannot carry notifications/tasks (its filter has
             // no `taskIds`), so bare listens never hear about tasks.
             _ => Ok(()),
@@ -353,7 +349,7 @@ impl Demo {
     }
 }
 
-/// The bus topics of a filter rmcp accepted (`--bare` mode).
+/// The hub topics of a filter rmcp accepted (`--bare` mode).
 fn topics_of(filter: &SubscriptionFilter) -> Vec<Topic> {
     let flags = [
         (filter.tools_list_changed, Topic::ToolsListChanged),
@@ -456,7 +452,7 @@ impl ServerHandler for Demo {
             .ok_or_else(task_not_found)?;
         if changed {
             let task = serde_json::to_value(task).unwrap_or_default();
-            self.publish_task(owner, request.task_id, task);
+            self.publish_task(owner, &request.task_id, task).await;
         }
         Ok(())
     }
@@ -484,14 +480,18 @@ impl ServerHandler for Demo {
                 ));
             }
         }
-        let mut events = self.bus.subscribe([Topic::Resource(uri.clone())]);
+        let mut watch: Watch = self
+            .hub
+            .watch(caller(&context), [Topic::Resource(uri.clone())]);
         let peer = context.peer.clone();
-        let forwarded = uri.clone();
         let task = tokio::spawn(async move {
-            // Ends at shutdown, when the stream lags, or when the session's
+            // Ends at shutdown, when the watch lags, or when the session's
             // peer is gone.
-            while events.recv().await.is_ok() {
-                let update = ResourceUpdatedNotificationParam::new(forwarded.clone());
+            while let Some(change) = watch.next().await {
+                let Change::ResourceUpdated { uri } = change else {
+                    continue;
+                };
+                let update = ResourceUpdatedNotificationParam::new(uri);
                 if peer.notify_resource_updated(update).await.is_err() {
                     break;
                 }
@@ -530,30 +530,19 @@ impl ServerHandler for Demo {
 
     async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
         let caller = caller(subscription.request_context());
-        let mut events = self.bus.subscribe(topics_of(subscription.accepted()));
+        let mut watch = self.hub.watch(caller, topics_of(subscription.accepted()));
         loop {
-            let event = tokio::select! {
+            let change = tokio::select! {
                 () = subscription.cancelled() => return Ok(()),
-                event = events.recv() => event,
+                change = watch.next() => change,
             };
-            match event {
-                Ok(event) => {
-                    if self
-                        .forward(&subscription, caller.as_ref(), &event)
-                        .await
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-                // Returning Ok sends the graceful-close result.
-                Err(End::Shutdown) => return Ok(()),
-                Err(End::Lagged) => {
-                    return Err(McpError::internal_error(
-                        "listen stream fell behind; listen again",
-                        None,
-                    ))
-                }
+            // Returning Ok sends the graceful-close result: at shutdown, or
+            // when the watch fell behind (the client listens again).
+            let Some(change) = change else {
+                return Ok(());
+            };
+            if self.forward(&subscription, change).await.is_err() {
+                return Ok(());
             }
         }
     }

@@ -9,16 +9,14 @@
 //!
 //! - `edge`: DNS-rebinding protection, bearer auth and legacy sessions bound
 //!   to their caller (the outermost middlewares).
-//! - `endpoint`: the inner service, sending each honoured listen to
-//!   `listen` and everything else to rmcp.
-//! - `listen`, [`bus`]: the listen streams, fed by an in-process event bus.
-//! - `handler`: the rmcp server handler (tools, resources, tasks).
+//! - `endpoint`: the inner service: rmcp behind mcp-edge's listen hub,
+//!   which serves each honoured listen once rmcp's own checks of it pass.
+//! - `handler`: the rmcp server handler (tools, resources, tasks); it
+//!   publishes every change through the hub.
 //! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
 
 pub mod app;
-pub mod bus;
 mod edge;
 mod endpoint;
 mod handler;
-mod listen;
 mod store;

@@ -94,6 +94,26 @@ pub trait Bus: Send + Sync + 'static {
     fn publish(&self, change: &Change) -> BusFuture;
 }
 
+/// A shared bus is a bus (one bus object for several hubs, or chosen at
+/// run time as `Arc<dyn Bus>`).
+impl<B: Bus + ?Sized> Bus for Arc<B> {
+    fn start(&self, inbox: Inbox) {
+        (**self).start(inbox);
+    }
+
+    fn watch(&self, channel: Channel<'_>) {
+        (**self).watch(channel);
+    }
+
+    fn unwatch(&self, channel: Channel<'_>) {
+        (**self).unwatch(channel);
+    }
+
+    fn publish(&self, change: &Change) -> BusFuture {
+        (**self).publish(change)
+    }
+}
+
 /// The bus of a single instance: there is no other instance to tell.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalBus;
