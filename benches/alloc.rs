@@ -1,5 +1,6 @@
 //! Benchmark 5: bytes the layers allocate per pass-through request
-//! (layered minus bare), with a counting global allocator.
+//! (layered minus bare), with a counting global allocator; and what the
+//! listen hub allocates per delivered event (benchmark 8's fan-out).
 //!
 //! `cargo bench --bench alloc`
 
@@ -127,4 +128,77 @@ fn main() {
             );
         }
     }
+    hub_fanout(&p);
+}
+
+/// One update delivered to 100 hub streams (of 1 000 open) and read off
+/// each: allocations per delivered event.
+fn hub_fanout(p: &mcp_edge::ServerProfile) {
+    use futures_util::FutureExt;
+    use http_body_util::BodyExt;
+    use tower::{Layer, Service, ServiceExt};
+
+    const STREAMS: usize = 1_000;
+    const HOT: usize = 100;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _entered = runtime.enter();
+    let hub = mcp_edge::hub::ListenHub::builder(p.clone())
+        .max_streams_per_caller(STREAMS)
+        .build();
+    let mut service = hub
+        .layer()
+        .layer(tower::service_fn(|_: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }));
+    let mut hot = Vec::new();
+    let mut cold = Vec::new();
+    for i in 0..STREAMS {
+        let uri = match i % (STREAMS / HOT) {
+            0 => "file:///hot.rs".to_owned(),
+            _ => format!("file:///cold_{i}.rs"),
+        };
+        let params = format!(r#"{{"notifications":{{"resourceSubscriptions":["{uri}"]}}}}"#);
+        let params = serde_json::value::RawValue::from_string(params).unwrap();
+        let id = serde_json::value::RawValue::from_string(i.to_string()).unwrap();
+        let mut request = http::Request::new(());
+        request
+            .extensions_mut()
+            .insert(mcp_edge::Principal::new("alice"));
+        let (parts, ()) = request.into_parts();
+        let filter = mcp_edge::honour(p, &parts, &id, Some(&params))
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        let mut request = http::Request::from_parts(parts, ());
+        request.extensions_mut().insert(filter);
+        let response =
+            runtime.block_on(async { service.ready().await.unwrap().call(request).await.unwrap() });
+        let mut body = response.into_body();
+        body.frame().now_or_never().unwrap().unwrap().unwrap();
+        match i % (STREAMS / HOT) {
+            0 => hot.push(body),
+            _ => cold.push(body),
+        }
+    }
+    let publisher = hub.publisher();
+    let (bytes, allocs, _) = measure(|| {
+        let published = publisher
+            .resource_updated("file:///hot.rs")
+            .now_or_never()
+            .unwrap();
+        assert_eq!(published.streams, HOT);
+        for body in &mut hot {
+            let frame = body.frame().now_or_never().unwrap().unwrap().unwrap();
+            std::hint::black_box(frame);
+        }
+    });
+    println!(
+        "ALLOC\thub_fanout_{HOT}_of_{STREAMS}\tallocs_per_event={:.2}\tbytes_per_event={:.0}",
+        allocs as f64 / HOT as f64,
+        bytes as f64 / HOT as f64
+    );
+    drop(cold);
 }

@@ -1,0 +1,156 @@
+//! Benchmark 9: cross-instance latency through Redis on loopback. Two hubs
+//! on one `redis-server` (started here on a free port, stopped at the end);
+//! a listen stream on one, 10 000 updates published on the other at 1 000
+//! per second; the time from each publish to its delivery on the stream:
+//! p50, p99 and the worst.
+//!
+//! `cargo bench --features redis --bench hub_latency`
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use mcp_edge::hub::{Channel, ListenHub, RedisBus};
+use mcp_edge::{honour, Principal, ServerProfile};
+use serde_json::value::RawValue;
+use tower::{Layer, Service, ServiceExt};
+
+const EVENTS: usize = 10_000;
+const RATE: Duration = Duration::from_millis(1);
+const URI: &str = "file:///project/src/hot.rs";
+
+fn main() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut redis = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "redis-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("redis://127.0.0.1:{port}/");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = runtime.block_on(measure(&url));
+    let _ = redis.kill();
+    let _ = redis.wait();
+    let mut latencies = result;
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    println!(
+        "SUMMARY\thub_latency_redis\tevents={}\tp50={:?}\tp99={:?}\tmax={:?}",
+        latencies.len(),
+        at(0.50),
+        at(0.99),
+        latencies[latencies.len() - 1]
+    );
+}
+
+async fn measure(url: &str) -> Vec<Duration> {
+    let profile = ServerProfile::builder().build().unwrap();
+    let (a_bus, b_bus) = (
+        RedisBus::new(url, "bench").unwrap(),
+        RedisBus::new(url, "bench").unwrap(),
+    );
+    let a = ListenHub::builder(profile.clone())
+        .bus(a_bus.clone())
+        .build();
+    let b = ListenHub::builder(profile.clone())
+        .bus(b_bus.clone())
+        .build();
+
+    let params = RawValue::from_string(format!(
+        r#"{{"notifications":{{"resourceSubscriptions":["{URI}"]}}}}"#
+    ))
+    .unwrap();
+    let id = RawValue::from_string("1".into()).unwrap();
+    let mut request = Request::new(());
+    request.extensions_mut().insert(Principal::new("alice"));
+    let (parts, ()) = request.into_parts();
+    let filter = honour(&profile, &parts, &id, Some(&params))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
+    let mut request = Request::from_parts(parts, ());
+    request.extensions_mut().insert(filter);
+    let mut service = b.layer().layer(tower::service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(String::new()))
+    }));
+    let response = service.ready().await.unwrap().call(request).await.unwrap();
+    let mut body = response.into_body();
+    body.frame().await.unwrap().unwrap(); // the acknowledgment
+
+    // Wait until both are connected and b is subscribed.
+    let channel = b_bus.channel_name(Channel::Resource(URI));
+    let client = redis::Client::open(url).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    loop {
+        let (_, subscribed): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query_async(&mut connection)
+            .await
+            .unwrap();
+        if subscribed == 1 && a_bus.is_connected() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let publisher = a.publisher();
+    let sender = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RATE);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        for _ in 0..EVENTS {
+            tick.tick().await;
+            let _ = sent_tx.send(Instant::now());
+            let published = publisher.resource_updated(URI).await;
+            assert!(published.remote.is_ok(), "{:?}", published.remote);
+        }
+    });
+    let mut latencies = Vec::with_capacity(EVENTS);
+    while latencies.len() < EVENTS {
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame())
+            .await
+            .expect("an event within 5 s")
+            .unwrap()
+            .unwrap();
+        let data: Bytes = frame.into_data().unwrap();
+        if data.starts_with(b":") {
+            continue;
+        }
+        let received = Instant::now();
+        let sent = sent_rx.recv().await.unwrap();
+        latencies.push(received - sent);
+    }
+    sender.await.unwrap();
+    latencies
+}
