@@ -3,7 +3,7 @@
 #
 # Usage: benches/soak.sh [--debug] [--streams N] [--wave N] [--requests N]
 #                        [--workers N] [--rss-baseline-wave N] [--max-seconds S]
-#                        [--malloc glibc|jemalloc]
+#                        [--malloc glibc|jemalloc] [--redis] [--events N]
 #
 #   --streams N      listen streams opened and dropped, in waves (10000)
 #   --wave N         streams per wave (500)
@@ -20,6 +20,13 @@
 #                    is the high-water mark of a fragmented heap and settles
 #                    20-35 % above the first wave by wave 5 to 10
 #   --debug          use debug builds (default: release, built here)
+#   --redis          two instances on one redis-server (started here on a
+#                    free loopback port, stopped at the end; built with
+#                    --features redis): the streams of each wave alternate
+#                    between them, and each wave publishes --events updates
+#                    (4), alternately on each instance, that every stream is
+#                    entitled to: all must arrive (0 lost); both servers'
+#                    RSS within 10 %
 #
 # Builds the server and the load client (examples/soak.rs, honouring
 # CARGO_TARGET_DIR), starts the server on a free 127.0.0.1 port with
@@ -41,6 +48,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROFILE=release
 MAX_SECONDS=3600
 MALLOC=glibc
+REDIS=0
 CLIENT_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +56,8 @@ while [ $# -gt 0 ]; do
     --streams|--wave|--requests|--workers|--rss-baseline-wave) CLIENT_ARGS+=("$1" "${2:?$1 needs a value}"); shift ;;
     --max-seconds) MAX_SECONDS="${2:?--max-seconds needs a value}"; shift ;;
     --malloc) MALLOC="${2:?--malloc needs a value}"; shift ;;
+    --redis) REDIS=1 ;;
+    --events) CLIENT_ARGS+=("$1" "${2:?$1 needs a value}"); shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -59,6 +69,7 @@ fail_setup() { echo "error: $*" >&2; exit 2; }
 echo "== building the server and the load client ($PROFILE)"
 BUILD=(cargo build --quiet --example server --example soak)
 [ "$PROFILE" = release ] && BUILD+=(--release)
+[ "$REDIS" -eq 1 ] && BUILD+=(--features redis)
 (cd "$ROOT" && "${BUILD[@]}") || fail_setup "cargo build failed"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
@@ -77,31 +88,64 @@ case "$MALLOC" in
 esac
 
 LOG="$(mktemp "${TMPDIR:-/tmp}/mcp-edge-soak.XXXXXX")"
+PEER_LOG="$LOG.peer"
 SERVER_PID=""
-stop_server() {
-  [ -n "$SERVER_PID" ] || return 0
-  if kill -TERM "$SERVER_PID" 2>/dev/null; then
-    for _ in $(seq 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
+PEER_PID=""
+REDIS_PID=""
+stop() {
+  local pid="$1"
+  [ -n "$pid" ] || return 0
+  if kill -TERM "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
   fi
-  wait "$SERVER_PID" 2>/dev/null || true
-  SERVER_PID=""
+  wait "$pid" 2>/dev/null || true
+}
+stop_server() {
+  stop "$SERVER_PID"; SERVER_PID=""
+  stop "$PEER_PID"; PEER_PID=""
+  stop "$REDIS_PID"; REDIS_PID=""
 }
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
-# Port 0: the server prints the port it got.
-env "${SERVER_ENV[@]}" RUST_LOG="${RUST_LOG:-warn}" "$SERVER" --addr 127.0.0.1:0 >"$LOG" 2>&1 &
-SERVER_PID=$!
-PORT=""
-for _ in $(seq 100); do
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$LOG" >&2; fail_setup "the server exited"; }
-  PORT="$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$LOG")"
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || fail_setup "the server did not start"
+# start_server LOG ARGS...: starts a server on port 0 (it prints the port
+# it got) and sets STARTED_PID and STARTED_PORT.
+start_server() {
+  local log="$1"; shift
+  env "${SERVER_ENV[@]}" RUST_LOG="${RUST_LOG:-warn}" "$SERVER" --addr 127.0.0.1:0 "$@" >"$log" 2>&1 &
+  STARTED_PID=$!
+  STARTED_PORT=""
+  for _ in $(seq 100); do
+    kill -0 "$STARTED_PID" 2>/dev/null || { cat "$log" >&2; fail_setup "the server exited"; }
+    STARTED_PORT="$(sed -n 's|^listening on http://127\.0\.0\.1:\([0-9]*\)/mcp.*|\1|p' "$log")"
+    [ -n "$STARTED_PORT" ] && return 0
+    sleep 0.1
+  done
+  fail_setup "the server did not start"
+}
+
+# Every stream of the load client is alice's: the per-caller cap of listen
+# streams (default 64) is lifted for it.
+SERVER_ARGS=(--max-streams-per-caller 1000000)
+if [ "$REDIS" -eq 1 ]; then
+  command -v redis-server >/dev/null || fail_setup "redis-server is needed (apt-get install redis-server)"
+  REDIS_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 &
+  REDIS_PID=$!
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$REDIS_PORT") 2>/dev/null && break; sleep 0.1; done
+  SERVER_ARGS+=(--redis "redis://127.0.0.1:$REDIS_PORT/")
+  echo "== redis-server pid $REDIS_PID on 127.0.0.1:$REDIS_PORT"
+fi
+start_server "$LOG" "${SERVER_ARGS[@]}"
+SERVER_PID=$STARTED_PID PORT=$STARTED_PORT
 echo "== server pid $SERVER_PID on http://127.0.0.1:$PORT/mcp, $MALLOC malloc (log: $LOG)"
+if [ "$REDIS" -eq 1 ]; then
+  start_server "$PEER_LOG" "${SERVER_ARGS[@]}"
+  PEER_PID=$STARTED_PID
+  CLIENT_ARGS+=(--peer-port "$STARTED_PORT" --peer-pid "$PEER_PID")
+  echo "== peer pid $PEER_PID on http://127.0.0.1:$STARTED_PORT/mcp (log: $PEER_LOG)"
+fi
 
 START=$SECONDS
 set +e
@@ -112,7 +156,7 @@ ELAPSED=$((SECONDS - START))
 [ "$CLIENT_STATUS" -eq 124 ] && echo "the load client did not finish within $MAX_SECONDS s"
 stop_server
 
-PANICS="$(grep -c 'panicked' "$LOG" || true)"
+PANICS="$(cat "$LOG" "$PEER_LOG" 2>/dev/null | grep -c 'panicked' || true)"
 echo "panics in the server log: $PANICS"
 echo "server log: $(wc -l <"$LOG") lines at RUST_LOG=${RUST_LOG:-warn}, kept at $LOG"
 echo "elapsed: ${ELAPSED} s"

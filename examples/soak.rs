@@ -43,6 +43,12 @@ type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 struct Args {
     port: u16,
     pid: Option<u32>,
+    /// A second instance on the same Redis: streams alternate between
+    /// the two, and every wave's updates are published on both.
+    peer_port: Option<u16>,
+    peer_pid: Option<u32>,
+    /// Updates published per wave (two instances only).
+    events: u64,
     streams: u64,
     wave: u64,
     requests: u64,
@@ -54,6 +60,9 @@ fn parse_args() -> std::result::Result<Args, String> {
     let mut args = Args {
         port: 0,
         pid: None,
+        peer_port: None,
+        peer_pid: None,
+        events: 4,
         streams: 10_000,
         wave: 500,
         requests: 1_000_000,
@@ -67,6 +76,13 @@ fn parse_args() -> std::result::Result<Args, String> {
         match flag.as_str() {
             "--port" => args.port = value.parse().map_err(|e| format!("--port: {e}"))?,
             "--pid" => args.pid = Some(value.parse().map_err(|e| format!("--pid: {e}"))?),
+            "--peer-port" => {
+                args.peer_port = Some(value.parse().map_err(|e| format!("--peer-port: {e}"))?)
+            }
+            "--peer-pid" => {
+                args.peer_pid = Some(value.parse().map_err(|e| format!("--peer-pid: {e}"))?)
+            }
+            "--events" => args.events = number()?,
             "--streams" => args.streams = number()?,
             "--wave" => args.wave = number()?.max(1),
             "--requests" => args.requests = number()?,
@@ -265,6 +281,15 @@ async fn open_listen(port: u16, id: u64) -> Result<Conn> {
     Ok(conn)
 }
 
+/// The listen streams registered on every instance at `ports`.
+async fn registered_now(ports: &[u16]) -> Result<u64> {
+    let mut registered = 0;
+    for port in ports {
+        registered += open_streams(*port).await?;
+    }
+    Ok(registered)
+}
+
 async fn open_streams(port: u16) -> Result<u64> {
     let mut conn = Conn::open(port).await?;
     let head = conn.send("GET", "/debug/streams", &[], "").await?;
@@ -285,19 +310,95 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// `touch_resource` on alice's notes, as alice, on the instance at `port`.
+async fn touch(port: u16, id: u64) -> Result<()> {
+    let mut conn = Conn::open(port).await?;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{{META},"name":"touch_resource","arguments":{{"uri":"demo://users/alice/notes"}}}}}}"#
+    );
+    let head = conn
+        .send(
+            "POST",
+            "/mcp",
+            &post_headers("tools/call", Some("touch_resource")),
+            &body,
+        )
+        .await?;
+    let answer = conn.body(&head).await?;
+    if head.status != 200 || !String::from_utf8_lossy(&answer).contains("touched") {
+        return Err(format!("touch_resource answered {}", head.status).into());
+    }
+    Ok(())
+}
+
+/// Reads `stream` until it carried `events` resource updates; how many it
+/// did within the wait.
+async fn updates(stream: &mut Conn, events: u64) -> u64 {
+    let mut seen = 0;
+    while seen < events {
+        match stream.chunk().await {
+            Ok(Some(chunk)) => {
+                if String::from_utf8_lossy(&chunk).contains("notifications/resources/updated") {
+                    seen += 1;
+                }
+            }
+            _ => break,
+        }
+    }
+    seen
+}
+
 // --- phase 1 ---------------------------------------------------------------
 
 async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
+    let ports: Vec<u16> = [Some(args.port), args.peer_port]
+        .into_iter()
+        .flatten()
+        .collect();
+    let pids: Vec<Option<u32>> = vec![args.pid, args.peer_pid];
+    // With two instances, one stream on each stays open throughout, so that
+    // each keeps its Redis subscriptions while the waves come and go; a
+    // probe published on each must reach both before the waves begin.
+    let mut anchors = Vec::new();
+    if ports.len() > 1 {
+        for (i, port) in ports.iter().enumerate() {
+            anchors.push(open_listen(*port, 1_000_000 + i as u64).await?);
+        }
+        let deadline = Instant::now() + WAIT;
+        'probe: loop {
+            for (i, port) in ports.iter().enumerate() {
+                touch(*port, i as u64).await?;
+            }
+            let mut all = true;
+            for anchor in &mut anchors {
+                let wait = timeout(
+                    Duration::from_millis(500),
+                    updates(anchor, ports.len() as u64),
+                );
+                all &= matches!(wait.await, Ok(n) if n == ports.len() as u64);
+            }
+            if all {
+                break 'probe;
+            }
+            if Instant::now() > deadline {
+                return Err("the instances never heard each other's updates".into());
+            }
+        }
+    }
+    let mut lost = 0u64;
+    let mut delivered = 0u64;
     let waves = args.streams.div_ceil(args.wave);
     let mut baseline_rss = None;
+    let (mut peer_baseline_rss, mut peer_last_rss) = (None, None);
     let mut halfway_rss = None;
     let mut last_rss = None;
     let started = Instant::now();
     for wave in 0..waves {
         let size = args.wave.min(args.streams - wave * args.wave);
-        let opened = futures_util::future::join_all(
-            (0..size).map(|i| open_listen(args.port, wave * args.wave + i)),
-        )
+        let opened = futures_util::future::join_all((0..size).map(|i| {
+            let id = wave * args.wave + i;
+            open_listen(ports[id as usize % ports.len()], id)
+        }))
         .await;
         let mut open = Vec::with_capacity(opened.len());
         for result in opened {
@@ -306,27 +407,47 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
                 Err(error) => failures.record("listen (wave)", error),
             }
         }
-        let registered = open_streams(args.port).await?;
-        if registered != open.len() as u64 {
+        let registered = registered_now(&ports).await?;
+        let expected = open.len() as u64 + anchors.len() as u64;
+        if registered != expected {
             failures.record(
                 "registered streams",
-                format!("{registered} registered, {} open", open.len()),
+                format!("{registered} registered, {expected} open"),
             );
+        }
+        if ports.len() > 1 {
+            // Every stream is entitled to every update, wherever published.
+            for event in 0..args.events {
+                touch(ports[event as usize % ports.len()], event).await?;
+            }
+            let seen = futures_util::future::join_all(
+                open.iter_mut()
+                    .chain(anchors.iter_mut())
+                    .map(|stream| updates(stream, args.events)),
+            )
+            .await;
+            for seen in seen {
+                delivered += seen;
+                lost += args.events - seen;
+            }
         }
         drop(open);
         let deadline = Instant::now() + WAIT;
-        let mut left = open_streams(args.port).await?;
+        let mut left = registered_now(&ports).await? - anchors.len() as u64;
         while left != 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            left = open_streams(args.port).await?;
+            left = registered_now(&ports).await? - anchors.len() as u64;
         }
         if left != 0 {
             failures.record("streams left after a wave", left);
         }
-        let rss = args.pid.and_then(rss_kib);
+        let rss = pids[0].and_then(rss_kib);
+        let peer_rss = pids[1].and_then(rss_kib);
         if wave + 1 == args.rss_baseline_wave {
             baseline_rss = rss;
+            peer_baseline_rss = peer_rss;
         }
+        peer_last_rss = peer_rss;
         if wave + 1 == waves.div_ceil(2) {
             halfway_rss = rss;
         }
@@ -340,7 +461,7 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
         "listen waves: {} streams in {:.1} s; registered at the end: {}",
         args.streams,
         started.elapsed().as_secs_f64(),
-        open_streams(args.port).await?
+        registered_now(&ports).await? - anchors.len() as u64
     );
     let growth = |from: u64, to: u64| (to as f64 - from as f64) / from as f64 * 100.0;
     if let (Some(half), Some(last)) = (halfway_rss, last_rss) {
@@ -350,16 +471,32 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
             growth(half, last)
         );
     }
-    if let (Some(base), Some(last)) = (baseline_rss, last_rss) {
+    for (who, base, last) in [
+        ("", baseline_rss, last_rss),
+        (" (peer)", peer_baseline_rss, peer_last_rss),
+    ] {
+        let (Some(base), Some(last)) = (base, last) else {
+            continue;
+        };
         let growth = growth(base, last);
         println!(
-            "RSS after wave {}: {base} KiB, after the last: {last} KiB ({growth:+.1} %, limit 10 %)",
+            "RSS{who} after wave {}: {base} KiB, after the last: {last} KiB ({growth:+.1} %, limit 10 %)",
             args.rss_baseline_wave
         );
         if growth.abs() > 10.0 {
-            failures.record("RSS", format!("{growth:+.1} % (limit 10 %)"));
+            failures.record("RSS", format!("{who} {growth:+.1} % (limit 10 %)"));
         }
     }
+    if ports.len() > 1 {
+        println!(
+            "updates: {delivered} delivered, {lost} lost (every stream is entitled to {} per wave)",
+            args.events
+        );
+        if lost > 0 {
+            failures.record("updates lost", lost);
+        }
+    }
+    drop(anchors);
     Ok(())
 }
 
