@@ -23,7 +23,7 @@
 //!    instances on one Redis share listen topics.
 //! 5. rmcp (`handler.rs`).
 //!
-//! `--bare` drops 3: rmcp then answers listens itself, acknowledging
+//! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
 //! The modules named here are in the workspace member `reference/`

@@ -1,5 +1,6 @@
-//! The one tracing event per listen: counts and kinds, never a URI or a task
-//! id. Alone in its own test binary, so its global subscriber sees every event.
+//! The one tracing event per listen, and the listen hub's events: counts,
+//! kinds and reasons, never a URI or a task id. Alone in its own test
+//! binary, so its global subscriber sees every event.
 
 use std::future::ready;
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,8 @@ impl std::io::Write for Log {
 
 #[tokio::test]
 async fn honoured_listen_is_logged_without_uris() {
-    let log = Log::default();
+    let shared = Log::default();
+    let log = shared.clone();
     let writer = log.clone();
     tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
@@ -75,6 +77,73 @@ async fn honoured_listen_is_logged_without_uris() {
         "{log}"
     );
     assert!(log.contains("principal=true"), "{log}");
+    assert!(
+        !log.contains("demo://") && !log.contains("task-alice-1"),
+        "{log}"
+    );
+    hub_streams(&shared).await;
+}
+
+/// The listen hub's streams: opened, closed and why, a stream that fell
+/// behind; never a URI or a task id at info level.
+async fn hub_streams(log: &Log) {
+    use http_body_util::BodyExt;
+    use mcp_edge::hub::{ListChanged, ListenHub};
+    use tower::Service;
+
+    let profile = ServerProfile::builder()
+        .resource_access(|_: Option<&Principal>, uris: &[&str]| ready(vec![true; uris.len()]))
+        .build()
+        .unwrap();
+    let hub = ListenHub::builder(profile.clone()).backlog(1).build();
+    let mut service = ServiceBuilder::new()
+        .layer(ListenFilterLayer::new(profile))
+        .layer(hub.layer())
+        .service_fn(|_: Request<_>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(bytes::Bytes::new())))
+        });
+    let listen = |id: u32| {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true,"resourceSubscriptions":["demo://users/alice/notes"]}}}}}}"#
+        );
+        let mut request = Request::post("/mcp")
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(body)))
+            .unwrap();
+        request.extensions_mut().insert(Principal::new("alice"));
+        request
+    };
+    let first = service
+        .ready()
+        .await
+        .unwrap()
+        .call(listen(1))
+        .await
+        .unwrap();
+    let second = service
+        .ready()
+        .await
+        .unwrap()
+        .call(listen(2))
+        .await
+        .unwrap();
+    let mut first = first.into_body();
+    first.frame().await.unwrap().unwrap();
+    let publisher = hub.publisher();
+    let _ = publisher.resource_updated("demo://users/alice/notes").await;
+    // A second change while one waits: both streams (backlog 1) fall
+    // behind and leave the registry.
+    let _ = publisher.list_changed(ListChanged::Tools).await;
+    assert_eq!(hub.open_streams(), 0);
+    drop(first);
+    hub.shutdown();
+    drop(second);
+
+    let log = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("listen hub: stream opened"), "{log}");
+    assert!(log.contains("listen hub: stream closed"), "{log}");
+    assert!(log.contains("the client went away"), "{log}");
+    assert!(log.contains("listen hub: shutting down"), "{log}");
     assert!(
         !log.contains("demo://") && !log.contains("task-alice-1"),
         "{log}"
