@@ -31,18 +31,9 @@ CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-120}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 CLIENTS="${CLIENTS_DIR:-$HOME/.cache/mcp-edge-clients}"
-BARE=()
-KEEP=0
-for arg in "$@"; do
-  case "$arg" in
-    --bare) BARE=(--bare) ;;
-    --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
-  esac
-done
-
-fail_setup() { echo "error: $*" >&2; exit 2; }
+# shellcheck source=../lib/serve.sh
+source "$ROOT/tests/lib/serve.sh"
+arguments "$@"
 as_root() { [ "$(id -u)" -eq 0 ]; }
 apt_install() {
   echo "== apt-get install $*"
@@ -99,8 +90,6 @@ fi
   || fail_setup "$NODE is not Node 22 or later"
 
 # --- the server -----------------------------------------------------------
-# shellcheck source=../lib/serve.sh
-source "$ROOT/tests/lib/serve.sh"
 serve mcp-edge-clients
 
 # --- the clients ----------------------------------------------------------

@@ -36,18 +36,9 @@ SCENARIOS=(
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SUITE_DIR="${CONFORMANCE_DIR:-$HOME/.cache/mcp-edge-conformance}"
-BARE=()
-KEEP=0
-for arg in "$@"; do
-  case "$arg" in
-    --bare) BARE=(--bare) ;;
-    --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
-  esac
-done
-
-fail_setup() { echo "error: $*" >&2; exit 2; }
+# shellcheck source=../lib/serve.sh
+source "$ROOT/tests/lib/serve.sh"
+arguments "$@"
 
 # --- the suite ------------------------------------------------------------
 PKG="$SUITE_DIR/node_modules/@modelcontextprotocol/conformance"
@@ -70,8 +61,6 @@ fi
   || fail_setup "$NODE is not Node 22 or later"
 
 # --- the server -----------------------------------------------------------
-# shellcheck source=../lib/serve.sh
-source "$ROOT/tests/lib/serve.sh"
 serve mcp-edge-conformance
 
 # --- the scenarios --------------------------------------------------------

@@ -1,9 +1,9 @@
 # The reference deployment for the scripts that test it through HTTP
 # (tests/conformance/run.sh, tests/clients/run.sh): sourced, not run.
 #
-# Expects ROOT (the repository), NODE (a Node 22 binary, for a free port),
-# BARE (an array: empty, or `--bare`), KEEP (1 keeps the results folder)
-# and a `fail_setup` function. `serve NAME` makes the results folder OUT
+# `arguments "$@"` reads --bare (BARE), --keep (KEEP) and --help;
+# `fail_setup` ends the script with a setup error (2). Expects ROOT (the
+# repository) and, for `serve`, NODE (a Node 22 binary, for a free port). `serve NAME` makes the results folder OUT
 # (under TMPDIR, named after NAME; removed at exit unless KEEP is 1),
 # builds the example (honouring CARGO_TARGET_DIR), starts it on a free
 # loopback port with its log in $OUT/server.log, and waits until it
@@ -12,6 +12,24 @@
 
 SERVER_PID=""
 OUT=""
+BARE=()
+KEEP=0
+
+# The arguments both scripts take: --bare, --keep, --help (the script's
+# header comment).
+arguments() {
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      --bare) BARE=(--bare) ;;
+      --keep) KEEP=1 ;;
+      -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+      *) echo "unknown argument: $arg (try --help)" >&2; exit 2 ;;
+    esac
+  done
+}
+
+fail_setup() { echo "error: $*" >&2; exit 2; }
 
 cleanup() {
   stop_server
