@@ -439,3 +439,31 @@ async fn an_instance_started_while_redis_is_down_serves_and_connects_later() {
     assert_eq!(published.remote, Ok(()));
     assert_eq!(on_b.message().await["params"]["uri"], LOGS);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_published_after_the_acknowledgment_crosses() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    // Both connected: the first listen on a channel is acknowledged only
+    // once its instance's subscription is in place.
+    let _warm = b
+        .listen("alice", 0, json!({"toolsListChanged": true}))
+        .await;
+    eventually("both connected", || async {
+        a.bus.is_connected() && b.bus.is_connected()
+    })
+    .await;
+    for i in 0..20 {
+        let uri = format!("{LOGS}/fresh-{i}");
+        let mut stream = b
+            .listen("alice", i + 1, json!({"resourceSubscriptions": [uri]}))
+            .await;
+        let published = a.hub.publisher().resource_updated(&uri).await;
+        assert_eq!(published.remote, Ok(()));
+        assert_eq!(
+            stream.message().await["params"]["uri"],
+            uri,
+            "fresh channel {i}"
+        );
+    }
+}

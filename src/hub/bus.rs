@@ -33,6 +33,20 @@ pub enum Channel<'a> {
     },
 }
 
+impl<'a> Channel<'a> {
+    /// The channel a stream registered under `topic` listens on.
+    pub fn of(topic: &'a crate::Topic) -> Self {
+        use crate::Topic;
+        match topic {
+            Topic::ToolsListChanged => Channel::List(ListChanged::Tools),
+            Topic::PromptsListChanged => Channel::List(ListChanged::Prompts),
+            Topic::ResourcesListChanged => Channel::List(ListChanged::Resources),
+            Topic::Resource(uri) => Channel::Resource(uri),
+            Topic::Task { owner, id } => Channel::Task { owner, id },
+        }
+    }
+}
+
 /// A change published on one instance, for the streams of every other.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -78,6 +92,9 @@ impl std::error::Error for BusError {}
 /// The future of a send to the other instances.
 pub type BusFuture = Pin<Box<dyn Future<Output = Result<(), BusError>> + Send + 'static>>;
 
+/// The future of [`Bus::ready`].
+pub type BusReady = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
 /// A bus between instances. The hub calls `watch` and `unwatch` under its
 /// registry lock: they must not block (queue the work).
 pub trait Bus: Send + Sync + 'static {
@@ -92,6 +109,15 @@ pub trait Bus: Send + Sync + 'static {
 
     /// Sends `change` to the other instances.
     fn publish(&self, change: &Change) -> BusFuture;
+
+    /// Resolves once the other instances' changes on `channels` reach this
+    /// one (the subscriptions are in place), or once waiting is pointless
+    /// (the bus is down) or took too long. A new stream is acknowledged
+    /// only then, so that what is published after its acknowledgment
+    /// reaches it. Default: at once.
+    fn ready(&self, _channels: &[Channel<'_>]) -> BusReady {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// A shared bus is a bus (one bus object for several hubs, or chosen at
@@ -111,6 +137,10 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
 
     fn publish(&self, change: &Change) -> BusFuture {
         (**self).publish(change)
+    }
+
+    fn ready(&self, channels: &[Channel<'_>]) -> BusReady {
+        (**self).ready(channels)
     }
 }
 

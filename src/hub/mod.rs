@@ -34,6 +34,10 @@
 //!   listen over a cap is answered with HTTP 429, `Retry-After` and a
 //!   JSON-RPC error for its id: -32013, `data` naming the limit and its
 //!   value. A stream's slot is freed as soon as it is dropped.
+//! - **Across instances** (a [`Bus`], such as `RedisBus` with the `redis`
+//!   feature): a listen is acknowledged once its instance hears the other
+//!   instances on its channels (bounded: 500 ms for `RedisBus`), so what
+//!   is published after the acknowledgment reaches it while the bus is up.
 //! - **Graceful shutdown.** [`ListenHub::shutdown`] ends every stream with
 //!   the listen's own successful response (a `result` of standard fields
 //!   only), as the 2026-07-28 subscriptions page asks; a listen after it is
@@ -59,7 +63,7 @@ use std::time::{Duration, Instant};
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-pub use self::bus::{Bus, BusError, BusFuture, Change, Channel, Inbox, LocalBus};
+pub use self::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox, LocalBus};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisBus, RedisBusError};

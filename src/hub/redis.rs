@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
-use super::bus::{Bus, BusError, BusFuture, Change, Channel, Inbox};
+use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
 use super::ListChanged;
 use crate::filter::stream::covers;
 use crate::Principal;
@@ -79,6 +79,10 @@ struct Inner {
     commands: mpsc::UnboundedSender<Command>,
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
     publisher: Mutex<Option<ConnectionManager>>,
+    /// The channels Redis confirmed this instance's subscription to.
+    subscribed: Mutex<HashSet<String>>,
+    /// Woken at every change of `subscribed`.
+    changed: tokio::sync::Notify,
     up: AtomicBool,
     dropped: AtomicU64,
 }
@@ -118,6 +122,8 @@ impl RedisBus {
                 commands,
                 receiver: Mutex::new(Some(receiver)),
                 publisher: Mutex::new(None),
+                subscribed: Mutex::new(HashSet::new()),
+                changed: tokio::sync::Notify::new(),
                 up: AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
             }),
@@ -264,6 +270,34 @@ impl Wire {
     }
 }
 
+impl Inner {
+    /// Notes that `channel` is (or no longer is) subscribed.
+    fn mark(&self, channel: &str, on: bool) {
+        let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        match on {
+            true => subscribed.insert(channel.to_owned()),
+            false => subscribed.remove(channel),
+        };
+        drop(subscribed);
+        self.changed.notify_waiters();
+    }
+
+    /// Forgets every subscription (the connection is gone).
+    fn forget(&self) {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.changed.notify_waiters();
+    }
+
+    /// Whether each of `names` is subscribed, or waiting is pointless.
+    fn settled(&self, names: &[String]) -> bool {
+        let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        !self.up.load(Ordering::Relaxed) || names.iter().all(|name| subscribed.contains(name))
+    }
+}
+
 impl Bus for RedisBus {
     fn start(&self, inbox: Inbox) {
         let Some(commands) = self
@@ -290,6 +324,27 @@ impl Bus for RedisBus {
             .inner
             .commands
             .send(Command::Unwatch(self.channel_name(channel)));
+    }
+
+    fn ready(&self, channels: &[Channel<'_>]) -> BusReady {
+        let inner = self.inner.clone();
+        let names: Vec<String> = channels.iter().map(|c| self.channel_name(*c)).collect();
+        Box::pin(async move {
+            let wait = async {
+                loop {
+                    let changed = inner.changed.notified();
+                    tokio::pin!(changed);
+                    changed.as_mut().enable();
+                    if inner.settled(&names) {
+                        return;
+                    }
+                    changed.await;
+                }
+            };
+            // A stream is not held back for long: past the bound it is
+            // acknowledged anyway (and its instance's own changes reach it).
+            let _ = tokio::time::timeout(TIMEOUT, wait).await;
+        })
     }
 
     fn publish(&self, change: &Change) -> BusFuture {
@@ -377,8 +432,9 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
         };
         *inner.publisher.lock().unwrap_or_else(|p| p.into_inner()) = Some(publisher);
         for channel in &live {
-            if let Err(error) = subscribe(&mut subscriber, channel, true).await {
-                tracing::warn!(%error, "listen hub: a Redis subscription failed");
+            match subscribe(&mut subscriber, channel, true).await {
+                Ok(()) => inner.mark(channel, true),
+                Err(error) => tracing::warn!(%error, "listen hub: a Redis subscription failed"),
             }
         }
         inner.up.store(true, Ordering::Relaxed);
@@ -399,8 +455,15 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                         Command::Unwatch(channel) => (channel.clone(), false),
                     };
                     apply(&mut live, command);
-                    if let Err(error) = subscribe(&mut subscriber, &channel, on).await {
-                        tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
+                    if !on {
+                        inner.mark(&channel, false);
+                    }
+                    match subscribe(&mut subscriber, &channel, on).await {
+                        Ok(()) if on => inner.mark(&channel, true),
+                        Ok(()) => {}
+                        Err(error) => {
+                            tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
+                        }
                     }
                 }
                 push = messages.recv() => match push {
@@ -410,12 +473,25 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                                 receive(&inner, &inbox, &mut recent, message.get_payload_bytes()).await;
                             }
                         }
-                        // Logged once per outage: only the change of state.
-                        PushKind::Disconnection if inner.up.swap(false, Ordering::Relaxed) => {
-                            tracing::warn!("listen hub: Redis connection lost; reconnecting");
+                        PushKind::Disconnection => {
+                            // Logged once per outage: only the change of state.
+                            if inner.up.swap(false, Ordering::Relaxed) {
+                                tracing::warn!("listen hub: Redis connection lost; reconnecting");
+                            }
+                            inner.forget();
                         }
-                        PushKind::Subscribe if !inner.up.swap(true, Ordering::Relaxed) => {
-                            tracing::info!("listen hub: Redis is reachable again");
+                        PushKind::Subscribe => {
+                            // The manager subscribes again by itself after an outage.
+                            if let Some(redis::Value::BulkString(name)) = push.data.first() {
+                                if let Ok(name) = std::str::from_utf8(name) {
+                                    if live.contains(name) {
+                                        inner.mark(name, true);
+                                    }
+                                }
+                            }
+                            if !inner.up.swap(true, Ordering::Relaxed) {
+                                tracing::info!("listen hub: Redis is reachable again");
+                            }
                         }
                         _ => {}
                     },

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use serde_json::Value;
 
+use super::bus::{BusReady, Channel};
 use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
@@ -202,6 +203,10 @@ pub struct ListenStream {
     id: Option<u64>,
     queue: Arc<Queue>,
     filter: HonouredFilter,
+    /// Until the bus hears the stream's channels: no acknowledgment yet.
+    /// (In a `Mutex`, reached with `get_mut`, so that the body stays
+    /// `Sync` whatever the bus's future is.)
+    ready: Mutex<Option<BusReady>>,
     acknowledged: bool,
     finished: Option<&'static str>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
@@ -220,12 +225,17 @@ impl ListenStream {
         filter: HonouredFilter,
     ) -> Self {
         let period = shared.config.keep_alive;
+        let ready = id.map(|_| {
+            let channels: Vec<Channel<'_>> = filter.topics().iter().map(Channel::of).collect();
+            shared.bus.ready(&channels)
+        });
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
         Self {
             shared,
             id,
             queue,
             filter,
+            ready: Mutex::new(ready),
             acknowledged: false,
             finished: None,
             keep_alive: Box::pin(tokio::time::sleep(period)),
@@ -284,6 +294,11 @@ impl Body for ListenStream {
         let this = &mut *self;
         if this.finished.is_some() {
             return Poll::Ready(None);
+        }
+        let ready = this.ready.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(future) = ready.as_mut() {
+            std::task::ready!(future.as_mut().poll(cx));
+            *ready = None;
         }
         if !this.acknowledged {
             this.acknowledged = true;
