@@ -16,6 +16,7 @@ use super::HonouredFilter;
 pub(crate) struct Served(HonouredFilter);
 
 impl Served {
+    #[cfg(feature = "hub")]
     pub(crate) fn new(filter: &HonouredFilter) -> Self {
         Self(filter.clone())
     }
@@ -52,6 +53,20 @@ pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
         Some(rest) => (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !has_dot_segment(uri),
         None => false,
     }
+}
+
+/// The URIs that cover `uri` by the sub-resource rule, each once, shortest
+/// first: every prefix of it that ends before or after a `/`, and `uri`
+/// itself, that [`covers`] it.
+#[cfg(feature = "hub")]
+pub(crate) fn coverers(uri: &str) -> impl Iterator<Item = &str> {
+    let ends = memchr::memchr_iter(b'/', uri.as_bytes()).flat_map(|at| [at, at + 1]);
+    let mut last = None;
+    ends.chain([uri.len()])
+        // Two slashes in a row give one end twice.
+        .filter(move |end| last.replace(*end) != Some(*end))
+        .filter_map(move |end| uri.get(..end))
+        .filter(move |honoured| covers(honoured.as_bytes(), uri.as_bytes()))
 }
 
 /// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw

@@ -391,10 +391,7 @@ impl Publisher {
 /// Delivers `change` to this instance's streams; how many it was queued on.
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
     let (streams, uri) = match change {
-        Change::ResourceUpdated { uri } => (
-            shared.registry().covering(uri.as_bytes()),
-            Some(uri.as_str()),
-        ),
+        Change::ResourceUpdated { uri } => (shared.registry().covering(uri), Some(uri.as_str())),
         Change::ListChanged(list) => (shared.registry().listing(*list), None),
         Change::TaskStatus { owner, task_id, .. } => {
             (shared.registry().following(owner, task_id), None)

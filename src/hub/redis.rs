@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 
 use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
 use super::ListChanged;
+use crate::filter::stream::coverers;
+#[cfg(test)]
 use crate::filter::stream::covers;
 use crate::Principal;
 
@@ -183,18 +185,9 @@ fn list_name(list: ListChanged) -> &'static str {
 /// every covering URI's.
 fn channels_of(prefix: &str, change: &Change) -> Vec<String> {
     match change {
-        Change::ResourceUpdated { uri } => {
-            let bytes = uri.as_bytes();
-            let ends = memchr::memchr_iter(b'/', bytes).flat_map(|at| [at, at + 1]);
-            let mut names: Vec<String> = ends
-                .chain([bytes.len()])
-                .filter_map(|end| uri.get(..end))
-                .filter(|honoured| covers(honoured.as_bytes(), bytes))
-                .map(|honoured| channel_name(prefix, Channel::Resource(honoured)))
-                .collect();
-            names.dedup();
-            names
-        }
+        Change::ResourceUpdated { uri } => coverers(uri)
+            .map(|honoured| channel_name(prefix, Channel::Resource(honoured)))
+            .collect(),
         Change::ListChanged(list) => vec![channel_name(prefix, Channel::List(*list))],
         Change::TaskStatus { owner, task_id, .. } => {
             vec![channel_name(prefix, Channel::Task { owner, id: task_id })]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::bus::{Bus, Channel};
 use super::stream::{End, Queue};
 use super::{Config, ListChanged};
-use crate::filter::stream::covers;
+use crate::filter::stream::coverers;
 use crate::{HonouredFilter, Principal, Topic};
 
 /// One stream as a delivery sees it.
@@ -87,17 +87,34 @@ pub(super) enum Admission {
     Closed(Arc<Queue>),
 }
 
-/// The list kind a topic names, if it names one.
-fn list_of(topic: &Topic) -> Option<ListChanged> {
-    match topic {
-        Topic::ToolsListChanged => Some(ListChanged::Tools),
-        Topic::PromptsListChanged => Some(ListChanged::Prompts),
-        Topic::ResourcesListChanged => Some(ListChanged::Resources),
-        _ => None,
-    }
-}
-
 impl Registry {
+    /// The streams on `channel`, its index made when missing.
+    fn index(&mut self, channel: Channel<'_>) -> &mut Streams {
+        match channel {
+            Channel::Resource(uri) => self.uris.entry(uri.as_bytes().into()).or_default(),
+            Channel::Task { owner, id } => {
+                self.tasks.entry((owner.clone(), id.into())).or_default()
+            }
+            Channel::List(list) => &mut self.lists[list.index()],
+        }
+    }
+
+    /// Removes stream `id` from `channel`; true when that left no stream on it.
+    fn leave(&mut self, channel: Channel<'_>, id: u64) -> bool {
+        match channel {
+            Channel::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), id),
+            Channel::Task { owner, id: task } => remove(
+                &mut self.tasks,
+                &(owner.clone(), Box::<str>::from(task)),
+                id,
+            ),
+            Channel::List(list) => {
+                let streams = &mut self.lists[list.index()];
+                streams.remove(&id).is_some() && streams.is_empty()
+            }
+        }
+    }
+
     /// Registers a listen stream within the caps, or a watch.
     pub(super) fn open(&mut self, opener: Opener<'_>, bus: &dyn Bus) -> Admission {
         if self.closed {
@@ -138,22 +155,8 @@ impl Registry {
             caller,
         };
         for topic in topics.get() {
-            let (streams, channel) = match topic {
-                Topic::Resource(uri) => (
-                    self.uris.entry(uri.as_bytes().into()).or_default(),
-                    Channel::Resource(uri),
-                ),
-                Topic::Task { owner, id: task } => (
-                    self.tasks
-                        .entry((owner.clone(), task.as_str().into()))
-                        .or_default(),
-                    Channel::Task { owner, id: task },
-                ),
-                list => match list_of(list) {
-                    Some(list) => (&mut self.lists[list.index()], Channel::List(list)),
-                    None => continue,
-                },
-            };
+            let channel = Channel::of(topic);
+            let streams = self.index(channel);
             if streams.is_empty() {
                 bus.watch(channel);
             }
@@ -180,21 +183,8 @@ impl Registry {
             return;
         };
         for topic in entry.topics.get() {
-            let emptied = match topic {
-                Topic::Resource(uri) => {
-                    remove(&mut self.uris, uri.as_bytes(), id).then_some(Channel::Resource(uri))
-                }
-                Topic::Task { owner, id: task } => {
-                    let key = (owner.clone(), Box::<str>::from(task.as_str()));
-                    remove(&mut self.tasks, &key, id).then_some(Channel::Task { owner, id: task })
-                }
-                list => list_of(list).and_then(|list| {
-                    let streams = &mut self.lists[list.index()];
-                    (streams.remove(&id).is_some() && streams.is_empty())
-                        .then_some(Channel::List(list))
-                }),
-            };
-            if let Some(channel) = emptied {
+            let channel = Channel::of(topic);
+            if self.leave(channel, id) {
                 bus.unwatch(channel);
             }
         }
@@ -209,17 +199,10 @@ impl Registry {
         }
     }
 
-    /// The streams whose honoured URIs cover `uri`: `uri` itself and every
-    /// prefix of it that ends before or after a `/`, each stream once.
-    pub(super) fn covering(&self, uri: &[u8]) -> Vec<Subscriber> {
-        let ends = memchr::memchr_iter(b'/', uri).flat_map(|at| [at, at + 1]);
-        let mut found: Vec<&Streams> = ends
-            .chain([uri.len()])
-            .filter_map(|end| {
-                let honoured = &uri[..end];
-                let streams = self.uris.get(honoured)?;
-                covers(honoured, uri).then_some(streams)
-            })
+    /// The streams whose honoured URIs cover `uri`, each stream once.
+    pub(super) fn covering(&self, uri: &str) -> Vec<Subscriber> {
+        let mut found: Vec<&Streams> = coverers(uri)
+            .filter_map(|honoured| self.uris.get(honoured.as_bytes()))
             .collect();
         match found.len() {
             0 => Vec::new(),
