@@ -57,16 +57,19 @@ pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
 
 /// The URIs that cover `uri` by the sub-resource rule, each once, shortest
 /// first: every prefix of it that ends before or after a `/`, and `uri`
-/// itself, that [`covers`] it.
+/// itself, that [`covers`] it. (A prefix ending there covers `uri` unless
+/// `uri` has a dot segment, which only `uri` itself covers.)
 #[cfg(feature = "hub")]
 pub(crate) fn coverers(uri: &str) -> impl Iterator<Item = &str> {
-    let ends = memchr::memchr_iter(b'/', uri.as_bytes()).flat_map(|at| [at, at + 1]);
+    let below = !has_dot_segment(uri.as_bytes());
+    let ends = memchr::memchr_iter(b'/', uri.as_bytes())
+        .filter(move |_| below)
+        .flat_map(|at| [at, at + 1]);
     let mut last = None;
     ends.chain([uri.len()])
-        // Two slashes in a row give one end twice.
+        // Two slashes in a row, or one at the end, give one end twice.
         .filter(move |end| last.replace(*end) != Some(*end))
         .filter_map(move |end| uri.get(..end))
-        .filter(move |honoured| covers(honoured.as_bytes(), uri.as_bytes()))
 }
 
 /// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw
@@ -87,4 +90,36 @@ fn has_dot_segment(uri: &[u8]) -> bool {
         }
         (1..=2).contains(&dots)
     })
+}
+
+#[cfg(all(test, feature = "hub"))]
+mod tests {
+    use super::{coverers, covers};
+
+    /// `coverers` yields exactly the prefixes of a URI that `covers` it,
+    /// shortest first, each once.
+    #[test]
+    fn coverers_are_the_prefixes_that_cover() {
+        let uris = [
+            "file:///project/src/main.rs",
+            "file:///project/src/",
+            "file:///a//b///c",
+            "file:///a/./b",
+            "file:///a/%2E%2e/b",
+            "file:///a/..b/c",
+            "/a/b",
+            "db://x",
+            "weird:no-slash",
+            "file:///π/ü/",
+            "",
+        ];
+        for uri in uris {
+            let expected: Vec<&str> = (0..=uri.len())
+                .filter_map(|end| uri.get(..end))
+                .filter(|prefix| covers(prefix.as_bytes(), uri.as_bytes()))
+                .collect();
+            let found: Vec<&str> = coverers(uri).collect();
+            assert_eq!(found, expected, "{uri}");
+        }
+    }
 }

@@ -70,8 +70,9 @@ pub use self::redis::{RedisBus, RedisBusError};
 pub use self::stream::{ListenStream, Watch};
 
 use self::bus::SharedBus;
-use self::registry::{Admission, Opener, Registry, Subscriber};
+use self::registry::{Admission, Opener, Registry};
 use self::stream::{End, Item, Pushed, Queue};
+use crate::access::Decisions;
 use crate::{Principal, ServerProfile, Topic};
 
 /// Default of [`ListenHubBuilder::keep_alive`].
@@ -390,80 +391,116 @@ impl Publisher {
 
 /// Delivers `change` to this instance's streams; how many it was queued on.
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
-    let (streams, uri) = match change {
-        Change::ResourceUpdated { uri } => (shared.registry().covering(uri), Some(uri.as_str())),
-        Change::ListChanged(list) => (shared.registry().listing(*list), None),
-        Change::TaskStatus { owner, task_id, .. } => {
-            (shared.registry().following(owner, task_id), None)
+    let mut readers = Readers::of(shared, change);
+    loop {
+        match (queue(shared, change, readers.as_ref()), &mut readers) {
+            (Ok(queued), _) => return queued,
+            (Err(unknown), Some(readers)) => readers.ask(unknown).await,
+            // Only a check of readers leaves callers unknown.
+            (Err(_), None) => return 0,
         }
-    };
-    if streams.is_empty() {
-        return 0;
+    }
+}
+
+/// Queues `change` on every stream that hears it and whose caller may
+/// (all of them without `readers`), under the registry's lock; how many it
+/// was queued on. When some caller's answer is not known yet, nothing is
+/// queued: those callers are the error.
+fn queue(
+    shared: &Shared,
+    change: &Change,
+    readers: Option<&Readers<'_>>,
+) -> Result<usize, Vec<Option<Principal>>> {
+    let mut registry = shared.registry();
+    let audience = registry.audience(change);
+    let mut heard = Vec::new();
+    let mut unknown: Vec<Option<Principal>> = Vec::new();
+    for (caller, streams) in audience.iter().flat_map(|streams| streams.callers()) {
+        match readers.map_or(Some(true), |readers| readers.decide(caller)) {
+            Some(true) => heard.push(streams),
+            Some(false) => tracing::debug!(
+                streams = streams.len(),
+                "listen hub: an update the caller may no longer read was dropped"
+            ),
+            None if unknown.iter().any(|known| known.as_ref() == caller) => {}
+            None => unknown.push(caller.cloned()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(unknown);
+    }
+    if heard.is_empty() {
+        return Ok(0);
     }
     let item = Item::of(change);
-    let readable = match uri {
-        Some(uri) => readable(shared, uri, &streams).await,
-        None => vec![true; streams.len()],
-    };
-    streams
-        .iter()
-        .zip(readable)
-        .filter(|(_, readable)| {
-            if !readable {
-                tracing::debug!("listen hub: an update the caller may no longer read was dropped");
-            }
-            *readable
-        })
-        .map(|(subscriber, _)| push(shared, subscriber, &item))
-        .sum()
+    let mut queued = 0;
+    let mut lagged = Vec::new();
+    for (id, stream) in heard.into_iter().flatten() {
+        match stream.push(&item, shared.config.backlog) {
+            Pushed::Queued => queued += 1,
+            Pushed::Ended => {}
+            // A stream that falls behind leaves the registry at once.
+            Pushed::Lagged => lagged.push(*id),
+        }
+    }
+    drop(audience);
+    for id in lagged {
+        registry.close(id, &*shared.bus);
+    }
+    Ok(queued)
 }
 
-/// For each of `candidates`, whether its caller may read `uri` now: the
-/// decision cache first, then one hook call per caller it does not know.
-async fn readable(shared: &Shared, uri: &str, candidates: &[Subscriber]) -> Vec<bool> {
-    let profile = &shared.profile;
-    let Some(access) = profile.resource_access() else {
-        return vec![true; candidates.len()];
-    };
-    // The distinct callers, in order of appearance, and each candidate's
-    // among them (streams of one caller come in runs).
-    let mut callers: Vec<(Option<&Principal>, bool)> = Vec::new();
-    let mut of: Vec<usize> = Vec::with_capacity(candidates.len());
-    for candidate in candidates {
-        let caller = candidate.caller.as_ref();
-        let known = match callers.last() {
-            Some((last, _)) if *last == caller => Some(callers.len() - 1),
-            _ => callers.iter().position(|(known, _)| *known == caller),
-        };
-        of.push(known.unwrap_or_else(|| {
-            callers.push((caller, false));
-            callers.len() - 1
-        }));
-    }
-    let decisions = profile.decisions();
-    for (caller, readable) in &mut callers {
-        *readable = match decisions.get(*caller, uri, Instant::now()) {
-            Some(decision) => decision.readable,
-            None => {
-                let answer = access.readable(*caller, &[uri]).await;
-                let answer = answer.first() == Some(&true);
-                decisions.put(*caller, uri, answer, Instant::now());
-                answer
-            }
-        };
-    }
-    of.into_iter().map(|index| callers[index].1).collect()
+/// The callers that may hear a resource update under a
+/// [`ResourceAccess`](crate::ResourceAccess) hook: those that may read its
+/// URI now.
+struct Readers<'a> {
+    access: &'a dyn crate::ResourceAccess,
+    decisions: &'a Decisions,
+    uri: &'a str,
+    now: Instant,
+    /// The hook's answers of this delivery, for the callers the decision
+    /// cache did not know; `None` before it was asked.
+    asked: Option<Vec<(Option<Principal>, bool)>>,
 }
 
-/// Queues `item` on `subscriber`: 1 when queued. A stream that falls
-/// behind leaves the registry at once.
-fn push(shared: &Shared, subscriber: &Subscriber, item: &Item) -> usize {
-    match subscriber.queue.push(item, shared.config.backlog) {
-        Pushed::Queued => 1,
-        Pushed::Ended => 0,
-        Pushed::Lagged => {
-            shared.registry().close(subscriber.id, &*shared.bus);
-            0
+impl<'a> Readers<'a> {
+    /// The check `change` needs: none but for a resource update under a hook.
+    fn of(shared: &'a Shared, change: &'a Change) -> Option<Self> {
+        match (change, shared.profile.resource_access()) {
+            (Change::ResourceUpdated { uri }, Some(access)) => Some(Self {
+                access,
+                decisions: shared.profile.decisions(),
+                uri,
+                now: Instant::now(),
+                asked: None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// May `caller` hear it: the decision cache's answer, or the hook's;
+    /// `None` when the hook is to be asked. Once it was asked, a caller
+    /// still not known (its stream opened meanwhile) may not.
+    fn decide(&self, caller: Option<&Principal>) -> Option<bool> {
+        if let Some(decision) = self.decisions.get(caller, self.uri, self.now) {
+            return Some(decision.readable);
+        }
+        let asked = self.asked.as_ref()?;
+        let answer = asked.iter().find(|(asked, _)| asked.as_ref() == caller);
+        Some(answer.is_some_and(|(_, readable)| *readable))
+    }
+
+    /// Asks the hook about `callers` (one call each), keeping the answers
+    /// in the decision cache and for this delivery.
+    async fn ask(&mut self, callers: Vec<Option<Principal>>) {
+        let asked = self.asked.get_or_insert_with(Vec::new);
+        for caller in callers {
+            let answer = self.access.readable(caller.as_ref(), &[self.uri]).await;
+            let answer = answer.first() == Some(&true);
+            self.now = Instant::now();
+            self.decisions
+                .put(caller.as_ref(), self.uri, answer, self.now);
+            asked.push((caller, answer));
         }
     }
 }

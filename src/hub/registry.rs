@@ -1,26 +1,54 @@
-//! The hub's open streams, indexed by what they hear. A delivery takes
-//! what it needs from an index (each stream's queue and caller) and pushes
-//! outside the lock; only a stream that falls behind comes back to it.
+//! The hub's open streams, indexed by what they hear and grouped by
+//! caller. A delivery queues its event on each stream of an index under
+//! the registry's lock, deciding once per caller whether it may be heard.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::bus::{Bus, Channel};
+use super::bus::{Bus, Change, Channel};
 use super::stream::{End, Queue};
-use super::{Config, ListChanged};
+use super::Config;
 use crate::filter::stream::coverers;
 use crate::{HonouredFilter, Principal, Topic};
 
-/// One stream as a delivery sees it.
-#[derive(Clone)]
-pub(super) struct Subscriber {
-    pub(super) id: u64,
-    pub(super) queue: Arc<Queue>,
-    pub(super) caller: Option<Principal>,
-}
+/// The streams under one topic, by caller (a delivery decides once per
+/// caller), then by id.
+#[derive(Default)]
+pub(super) struct Streams(HashMap<Option<Principal>, HashMap<u64, Arc<Queue>>>);
 
-/// The streams under one topic, by id.
-type Streams = HashMap<u64, Subscriber>;
+impl Streams {
+    fn insert(&mut self, caller: &Option<Principal>, id: u64, queue: &Arc<Queue>) {
+        self.0
+            .entry(caller.clone())
+            .or_default()
+            .insert(id, queue.clone());
+    }
+
+    /// Removes stream `id`; true when that left no stream here.
+    fn remove(&mut self, caller: &Option<Principal>, id: u64) -> bool {
+        let Some(streams) = self.0.get_mut(caller) else {
+            return false;
+        };
+        let removed = streams.remove(&id).is_some();
+        if streams.is_empty() {
+            self.0.remove(caller);
+        }
+        removed && self.0.is_empty()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The streams, caller by caller: each stream's id and queue.
+    pub(super) fn callers(
+        &self,
+    ) -> impl Iterator<Item = (Option<&Principal>, &HashMap<u64, Arc<Queue>>)> {
+        self.0
+            .iter()
+            .map(|(caller, streams)| (caller.as_ref(), streams))
+    }
+}
 
 /// Every open stream, and the indexes deliveries look streams up by.
 #[derive(Default)]
@@ -30,7 +58,7 @@ pub(super) struct Registry {
     /// Open listen streams.
     open: usize,
     streams: HashMap<u64, Entry>,
-    /// Honoured URI → the streams honouring it.
+    /// Honoured URI → the streams registered under it (see [`heard`]).
     uris: HashMap<Box<[u8]>, Streams>,
     /// Per list kind, the streams honouring it.
     lists: [Streams; 3],
@@ -43,6 +71,7 @@ pub(super) struct Registry {
 struct Entry {
     queue: Arc<Queue>,
     topics: Topics,
+    caller: Option<Principal>,
     /// A listen stream's admission bucket; `None` for a [`Watch`](super::Watch).
     bucket: Option<Option<String>>,
 }
@@ -60,6 +89,30 @@ impl Topics {
             Topics::Own(topics) => topics,
         }
     }
+}
+
+/// The channels a stream that hears `topics` is registered under: every
+/// topic, except a URI that another of its URIs covers. So a resource
+/// update finds each stream once, through the broadest of its URIs that
+/// covers the update's: of two URIs that both cover a third, the shorter
+/// covers the longer.
+pub(super) fn heard(topics: &[Topic]) -> impl Iterator<Item = Channel<'_>> {
+    let uris: HashSet<&str> = topics
+        .iter()
+        .filter_map(|topic| match topic {
+            Topic::Resource(uri) => Some(uri.as_str()),
+            _ => None,
+        })
+        .collect();
+    topics
+        .iter()
+        .filter(move |topic| match topic {
+            Topic::Resource(uri) if uris.len() > 1 => {
+                !coverers(uri).any(|coverer| coverer.len() < uri.len() && uris.contains(coverer))
+            }
+            _ => true,
+        })
+        .map(Channel::of)
 }
 
 /// Who asks to be registered.
@@ -99,19 +152,18 @@ impl Registry {
         }
     }
 
-    /// Removes stream `id` from `channel`; true when that left no stream on it.
-    fn leave(&mut self, channel: Channel<'_>, id: u64) -> bool {
+    /// Removes stream `id` of `caller` from `channel`; true when that left
+    /// no stream on it.
+    fn leave(&mut self, channel: Channel<'_>, caller: &Option<Principal>, id: u64) -> bool {
         match channel {
-            Channel::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), id),
+            Channel::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), caller, id),
             Channel::Task { owner, id: task } => remove(
                 &mut self.tasks,
                 &(owner.clone(), Box::<str>::from(task)),
+                caller,
                 id,
             ),
-            Channel::List(list) => {
-                let streams = &mut self.lists[list.index()];
-                streams.remove(&id).is_some() && streams.is_empty()
-            }
+            Channel::List(list) => self.lists[list.index()].remove(caller, id),
         }
     }
 
@@ -149,18 +201,12 @@ impl Registry {
         let id = self.next;
         self.next += 1;
         let queue = Arc::new(Queue::default());
-        let subscriber = Subscriber {
-            id,
-            queue: queue.clone(),
-            caller,
-        };
-        for topic in topics.get() {
-            let channel = Channel::of(topic);
+        for channel in heard(topics.get()) {
             let streams = self.index(channel);
             if streams.is_empty() {
                 bus.watch(channel);
             }
-            streams.insert(id, subscriber.clone());
+            streams.insert(&caller, id, &queue);
         }
         if let Some(bucket) = &bucket {
             *self.buckets.entry(bucket.clone()).or_default() += 1;
@@ -171,6 +217,7 @@ impl Registry {
             Entry {
                 queue: queue.clone(),
                 topics,
+                caller,
                 bucket,
             },
         );
@@ -182,9 +229,8 @@ impl Registry {
         let Some(entry) = self.streams.remove(&id) else {
             return;
         };
-        for topic in entry.topics.get() {
-            let channel = Channel::of(topic);
-            if self.leave(channel, id) {
+        for channel in heard(entry.topics.get()) {
+            if self.leave(channel, &entry.caller, id) {
                 bus.unwatch(channel);
             }
         }
@@ -199,42 +245,20 @@ impl Registry {
         }
     }
 
-    /// The streams whose honoured URIs cover `uri`, each stream once.
-    pub(super) fn covering(&self, uri: &str) -> Vec<Subscriber> {
-        let mut found: Vec<&Streams> = coverers(uri)
-            .filter_map(|honoured| self.uris.get(honoured.as_bytes()))
-            .collect();
-        match found.len() {
-            0 => Vec::new(),
-            1 => found
-                .pop()
-                .into_iter()
-                .flat_map(|s| s.values().cloned())
+    /// The streams that hear `change`, by the topic they are registered
+    /// under: each stream at most once (see [`heard`]).
+    pub(super) fn audience(&self, change: &Change) -> Vec<&Streams> {
+        match change {
+            Change::ResourceUpdated { uri } => coverers(uri)
+                .filter_map(|honoured| self.uris.get(honoured.as_bytes()))
                 .collect(),
-            _ => {
-                // A stream honouring a URI and one below it hears it once.
-                let mut all: Vec<Subscriber> = found
-                    .into_iter()
-                    .flat_map(|s| s.values().cloned())
-                    .collect();
-                all.sort_unstable_by_key(|subscriber| subscriber.id);
-                all.dedup_by_key(|subscriber| subscriber.id);
-                all
-            }
+            Change::ListChanged(list) => vec![&self.lists[list.index()]],
+            Change::TaskStatus { owner, task_id, .. } => self
+                .tasks
+                .get(&(owner.clone(), task_id.as_str().into()))
+                .into_iter()
+                .collect(),
         }
-    }
-
-    /// The streams that honour `list`.
-    pub(super) fn listing(&self, list: ListChanged) -> Vec<Subscriber> {
-        self.lists[list.index()].values().cloned().collect()
-    }
-
-    /// The streams of `owner` that honour task `task`.
-    pub(super) fn following(&self, owner: &Principal, task: &str) -> Vec<Subscriber> {
-        self.tasks
-            .get(&(owner.clone(), task.into()))
-            .map(|streams| streams.values().cloned().collect())
-            .unwrap_or_default()
     }
 
     /// Ends every stream gracefully, and every later one at once; how many
@@ -254,8 +278,14 @@ impl Registry {
     }
 }
 
-/// Removes stream `id` under `key`; true when that left no stream there.
-fn remove<K, Q>(index: &mut HashMap<K, Streams>, key: &Q, id: u64) -> bool
+/// Removes stream `id` of `caller` under `key`; true when that left no
+/// stream there.
+fn remove<K, Q>(
+    index: &mut HashMap<K, Streams>,
+    key: &Q,
+    caller: &Option<Principal>,
+    id: u64,
+) -> bool
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
     Q: std::hash::Hash + Eq + ?Sized,
@@ -263,9 +293,9 @@ where
     let Some(streams) = index.get_mut(key) else {
         return false;
     };
-    let removed = streams.remove(&id).is_some();
+    let emptied = streams.remove(caller, id);
     if streams.is_empty() {
         index.remove(key);
     }
-    removed && !index.contains_key(key)
+    emptied
 }

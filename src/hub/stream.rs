@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 use serde_json::Value;
 
 use super::bus::{BusReady, Channel};
+use super::registry::heard;
 use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
@@ -22,66 +23,82 @@ use crate::HonouredFilter;
 /// stream it is queued on, up to and after the subscription id each stream
 /// tags it with. Cheap to clone: one change is queued on many streams.
 #[derive(Debug, Clone)]
-pub(crate) struct Item {
+pub(crate) struct Item(Arc<Notice>);
+
+#[derive(Debug)]
+struct Notice {
     /// The change, for a server that delivers it itself ([`Watch`](super::Watch)).
-    pub(crate) change: Arc<Change>,
+    change: Change,
     /// The list that changed, for a list change (they coalesce).
-    pub(crate) list: Option<ListChanged>,
+    list: Option<ListChanged>,
     /// `data: ` and the message up to the subscription id.
-    head: Arc<str>,
+    head: Box<str>,
 }
+
+/// The least room a stream's event buffer is given (see [`Item::event`]).
+const BUFFER: usize = 512;
 
 /// The message after the subscription id, and the event's end.
 const TAIL: &[u8] = b"}}}\n\n";
 
 impl Item {
-    /// `change` as `method` with `params` members (JSON text, no braces;
-    /// may be empty).
-    fn new(change: Arc<Change>, method: &str, members: &str) -> Self {
-        let list = match *change {
-            Change::ListChanged(list) => Some(list),
-            _ => None,
-        };
-        let comma = if members.is_empty() { "" } else { "," };
-        let head = format!(
-            r#"data: {{"jsonrpc":"2.0","method":"{method}","params":{{{members}{comma}"_meta":{{"{SUBSCRIPTION_ID}":"#
-        );
-        Self {
-            change,
-            list,
-            head: head.into(),
-        }
-    }
-
     /// The item of `change`.
     pub(crate) fn of(change: &Change) -> Self {
-        let change = Arc::new(change.clone());
-        match &*change {
+        let mut head = String::from(r#"data: {"jsonrpc":"2.0","method":""#);
+        let mut list = None;
+        match change {
             Change::ResourceUpdated { uri } => {
-                let members = format!(r#""uri":{}"#, Value::from(uri.as_str()));
-                Self::new(change.clone(), "notifications/resources/updated", &members)
+                head.push_str(r#"notifications/resources/updated","params":{"uri":"#);
+                head.push_str(&Value::from(uri.as_str()).to_string());
+                head.push(',');
             }
-            Change::ListChanged(list) => Self::new(change.clone(), list.method(), ""),
+            Change::ListChanged(kind) => {
+                list = Some(*kind);
+                head.push_str(kind.method());
+                head.push_str(r#"","params":{"#);
+            }
             Change::TaskStatus {
                 task_id, params, ..
             } => {
                 let mut params = params.clone();
                 params.insert("taskId".into(), task_id.as_str().into());
                 let object = Value::Object(params).to_string();
-                let members = &object[1..object.len() - 1];
-                Self::new(change.clone(), "notifications/tasks", members)
+                head.push_str(r#"notifications/tasks","params":{"#);
+                head.push_str(&object[1..object.len() - 1]);
+                head.push(',');
             }
         }
+        head.push_str(r#""_meta":{""#);
+        head.push_str(SUBSCRIPTION_ID);
+        head.push_str(r#"":"#);
+        Self(Arc::new(Notice {
+            change: change.clone(),
+            list,
+            head: head.into(),
+        }))
     }
 
-    /// The event, tagged with subscription `id` (JSON text: a number or a
-    /// string, which hold no line break).
-    fn event(&self, id: &str) -> Bytes {
-        let mut event = Vec::with_capacity(self.head.len() + id.len() + TAIL.len());
-        event.extend_from_slice(self.head.as_bytes());
-        event.extend_from_slice(id.as_bytes());
-        event.extend_from_slice(TAIL);
-        Bytes::from(event)
+    /// The change, for a list change the list (they coalesce).
+    fn list(&self) -> Option<ListChanged> {
+        self.0.list
+    }
+
+    /// Writes the event, tagged with subscription `id` (JSON text: a number
+    /// or a string, which hold no line break), into `buffer` and takes it
+    /// out. Once the event taken last is dropped, the next is written over
+    /// it: no allocation per event.
+    fn event(&self, id: &str, buffer: &mut BytesMut) -> Bytes {
+        let head = self.0.head.as_bytes();
+        let len = head.len() + id.len() + TAIL.len();
+        if buffer.capacity() < len {
+            // Room for a few events at a time: the buffer is taken back
+            // once the events written into it are dropped.
+            buffer.reserve(len.max(BUFFER));
+        }
+        buffer.extend_from_slice(head);
+        buffer.extend_from_slice(id.as_bytes());
+        buffer.extend_from_slice(TAIL);
+        buffer.split().freeze()
     }
 }
 
@@ -140,7 +157,7 @@ impl Queue {
         if state.end.is_some() {
             return Pushed::Ended;
         }
-        if let Some(list) = item.list {
+        if let Some(list) = item.list() {
             if state.pending[list.index()] {
                 return Pushed::Queued;
             }
@@ -151,7 +168,7 @@ impl Queue {
             wake(&mut state);
             return Pushed::Lagged;
         }
-        if let Some(list) = item.list {
+        if let Some(list) = item.list() {
             state.pending[list.index()] = true;
         }
         state.items.push_back(item.clone());
@@ -168,10 +185,11 @@ impl Queue {
         }
     }
 
+    #[inline]
     fn poll_next(&self, cx: &mut Context<'_>) -> Next {
         let mut state = self.state();
         if let Some(item) = state.items.pop_front() {
-            if let Some(list) = item.list {
+            if let Some(list) = item.list() {
                 state.pending[list.index()] = false;
             }
             return Next::Item(item);
@@ -211,6 +229,8 @@ pub struct ListenStream {
     finished: Option<&'static str>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
     period: Duration,
+    /// Where events are written (see [`Item::event`]).
+    buffer: BytesMut,
     /// Something was sent since the keep-alive timer was last armed: when
     /// it fires, it is armed again instead of sending a comment (no timer
     /// is touched per event).
@@ -226,7 +246,7 @@ impl ListenStream {
     ) -> Self {
         let period = shared.config.keep_alive;
         let ready = id.map(|_| {
-            let channels: Vec<Channel<'_>> = filter.topics().iter().map(Channel::of).collect();
+            let channels: Vec<Channel<'_>> = heard(filter.topics()).collect();
             shared.bus.ready(&channels)
         });
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
@@ -240,6 +260,7 @@ impl ListenStream {
             finished: None,
             keep_alive: Box::pin(tokio::time::sleep(period)),
             period,
+            buffer: BytesMut::new(),
             busy: false,
         }
     }
@@ -287,6 +308,7 @@ impl Body for ListenStream {
     type Data = Bytes;
     type Error = std::convert::Infallible;
 
+    #[inline]
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -312,7 +334,8 @@ impl Body for ListenStream {
             let data = match this.queue.poll_next(cx) {
                 Next::Item(item) => {
                     this.busy = true;
-                    let event = item.event(this.filter.subscription_id().get());
+                    let id = this.filter.subscription_id().get();
+                    let event = item.event(id, &mut this.buffer);
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
                 Next::End(end) => {
@@ -396,7 +419,7 @@ impl Watch {
     /// Polls for the next change (see [`Watch::next`]).
     pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Change>> {
         match self.queue.poll_next(cx) {
-            Next::Item(item) => Poll::Ready(Some((*item.change).clone())),
+            Next::Item(item) => Poll::Ready(Some(item.0.change.clone())),
             Next::End(_) => Poll::Ready(None),
             Next::Nothing => Poll::Pending,
         }

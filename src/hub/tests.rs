@@ -583,6 +583,54 @@ async fn the_bus_hears_each_channel_once_and_every_publication() {
     );
 }
 
+/// A stream honouring a URI and one below it is registered under the
+/// broader one only: each update reaches it once, and the bus hears the
+/// narrower URI's channel only for a stream that honours it alone.
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_honours_a_uri_and_one_below_it_hears_each_update_once() {
+    let bus = Recording::default();
+    let stack = Stack::new(|b| b.bus(bus.clone()));
+    let log = |bus: &Recording| std::mem::take(&mut *bus.log.lock().unwrap());
+    let mut both = stack
+        .listen(
+            Some("alice-token"),
+            1,
+            json!({"resourceSubscriptions": [README, PUBLIC, README]}),
+        )
+        .await;
+    let ack = both.message().await;
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([README, PUBLIC])
+    );
+    assert_eq!(log(&bus), [format!("watch Resource({PUBLIC:?})")]);
+    let mut narrow = stack
+        .listen(
+            Some("bob-token"),
+            2,
+            json!({"resourceSubscriptions": [README]}),
+        )
+        .await;
+    narrow.message().await;
+    assert_eq!(log(&bus), [format!("watch Resource({README:?})")]);
+
+    let publisher = stack.hub.publisher();
+    assert_eq!(publisher.resource_updated(README).await.streams, 2);
+    assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 1);
+    for uri in [README, PUBLIC] {
+        assert_eq!(both.message().await["params"]["uri"], uri);
+    }
+    assert_eq!(narrow.message().await["params"]["uri"], README);
+    both.quiet(10).await;
+    narrow.quiet(10).await;
+    assert_eq!(log(&bus).len(), 2, "both publications went to the bus");
+
+    drop(narrow);
+    assert_eq!(log(&bus), [format!("unwatch Resource({README:?})")]);
+    drop(both);
+    assert_eq!(log(&bus), [format!("unwatch Resource({PUBLIC:?})")]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_watch_hears_what_a_stream_of_its_caller_would() {
     let stack = Stack::new(|b| b);
