@@ -1,20 +1,26 @@
 //! Benchmark 8: the listen hub's fan-out on one instance. 10 000 open
 //! streams, 100 of them on one URI; one update of that URI, delivered to
 //! the 100 and read off each stream, against the floor of a bare
-//! `tokio::sync::broadcast` send of the same bytes to 100 receivers.
+//! `tokio::sync::broadcast` send of the same bytes to 100 receivers; and
+//! against the least a tagged SSE body over such a channel does: each of
+//! 100 bodies receives the shared part, writes it with its own
+//! subscription id and hands it out as a frame.
 //!
 //! `cargo bench --bench hub -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
 
 use std::convert::Infallible;
 use std::hint::black_box;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use criterion::Criterion;
 use futures_util::FutureExt;
 use http::{Request, Response};
+use http_body::Frame;
 use http_body_util::BodyExt;
-use mcp_edge::hub::{ListenHub, ResponseBody};
+use mcp_edge::hub::ListenHub;
 use mcp_edge::{honour, Principal, ServerProfile};
 use serde_json::value::RawValue;
 use tower::{Layer, Service, ServiceExt};
@@ -103,6 +109,27 @@ fn main() {
         }
     };
 
+    // The tagged floor: the part before the id through the channel, each
+    // body writing it with its id, as a frame.
+    let head = Bytes::from(format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{{\"uri\":\"{HOT}\",\"_meta\":{{\"io.modelcontextprotocol/subscriptionId\":"
+    ));
+    let (heads, _) = tokio::sync::broadcast::channel::<Bytes>(16);
+    let mut tagged: Vec<Tagged> = (0..ON_ONE_URI)
+        .map(|i| Tagged {
+            heads: heads.subscribe(),
+            id: (i * (STREAMS / ON_ONE_URI)).to_string(),
+            buffer: BytesMut::new(),
+        })
+        .collect();
+    let mut tagged_floor = || {
+        heads.send(head.clone()).unwrap();
+        for body in &mut tagged {
+            black_box(next_frame(body).expect("the update"));
+        }
+    };
+    tagged_floor();
+
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3))
@@ -112,13 +139,46 @@ fn main() {
     group.throughput(criterion::Throughput::Elements(ON_ONE_URI as u64));
     group.bench_function("hub", |b| b.iter(&mut deliver));
     group.bench_function("broadcast_floor", |b| b.iter(&mut floor));
+    group.bench_function("tagged_body_floor", |b| b.iter(&mut tagged_floor));
     group.finish();
     c.final_summary();
     drop(cold);
 }
 
-/// The next frame of a stream that has one ready.
-fn next_frame<B>(body: &mut ResponseBody<B>) -> Option<Bytes>
+/// The body of the tagged floor.
+struct Tagged {
+    heads: tokio::sync::broadcast::Receiver<Bytes>,
+    id: String,
+    buffer: BytesMut,
+}
+
+impl http_body::Body for Tagged {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let Ok(head) = this.heads.try_recv() else {
+            return Poll::Pending;
+        };
+        const TAIL: &[u8] = b"}}}\n\n";
+        let buffer = &mut this.buffer;
+        let len = head.len() + this.id.len() + TAIL.len();
+        if buffer.capacity() < len {
+            buffer.reserve(len.max(512));
+        }
+        buffer.extend_from_slice(&head);
+        buffer.extend_from_slice(this.id.as_bytes());
+        buffer.extend_from_slice(TAIL);
+        Poll::Ready(Some(Ok(Frame::data(buffer.split().freeze()))))
+    }
+}
+
+/// The next frame of a body that has one ready.
+fn next_frame<B>(body: &mut B) -> Option<Bytes>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Debug,

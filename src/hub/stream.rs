@@ -35,7 +35,7 @@ struct Notice {
     head: Box<str>,
 }
 
-/// The least room a stream's event buffer is given (see [`Item::event`]).
+/// The room a stream's event buffer is given (see [`Item::event`]).
 const BUFFER: usize = 512;
 
 /// The message after the subscription id, and the event's end.
@@ -44,12 +44,13 @@ const TAIL: &[u8] = b"}}}\n\n";
 impl Item {
     /// The item of `change`.
     pub(crate) fn of(change: &Change) -> Self {
-        let mut head = String::from(r#"data: {"jsonrpc":"2.0","method":""#);
+        let mut head = String::with_capacity(160);
+        head.push_str(r#"data: {"jsonrpc":"2.0","method":""#);
         let mut list = None;
         match change {
             Change::ResourceUpdated { uri } => {
                 head.push_str(r#"notifications/resources/updated","params":{"uri":"#);
-                head.push_str(&Value::from(uri.as_str()).to_string());
+                head.push_str(&serde_json::to_string(uri).expect("a string serializes"));
                 head.push(',');
             }
             Change::ListChanged(kind) => {
@@ -83,22 +84,29 @@ impl Item {
         self.0.list
     }
 
-    /// Writes the event, tagged with subscription `id` (JSON text: a number
-    /// or a string, which hold no line break), into `buffer` and takes it
-    /// out. Once the event taken last is dropped, the next is written over
-    /// it: no allocation per event.
+    /// The event, tagged with subscription `id` (JSON text: a number or a
+    /// string, which hold no line break), written into `buffer`: once the
+    /// events taken from it are dropped, the next are written over them (no
+    /// allocation per event). An event larger than [`BUFFER`] gets a buffer
+    /// of its own, which is not kept.
     fn event(&self, id: &str, buffer: &mut BytesMut) -> Bytes {
-        let head = self.0.head.as_bytes();
-        let len = head.len() + id.len() + TAIL.len();
-        if buffer.capacity() < len {
-            // Room for a few events at a time: the buffer is taken back
-            // once the events written into it are dropped.
-            buffer.reserve(len.max(BUFFER));
+        let len = self.0.head.len() + id.len() + TAIL.len();
+        if len > BUFFER {
+            let mut own = BytesMut::with_capacity(len);
+            self.write(id, &mut own);
+            return own.freeze();
         }
-        buffer.extend_from_slice(head);
+        if buffer.capacity() < len {
+            buffer.reserve(BUFFER);
+        }
+        self.write(id, buffer);
+        buffer.split().freeze()
+    }
+
+    fn write(&self, id: &str, buffer: &mut BytesMut) {
+        buffer.extend_from_slice(self.0.head.as_bytes());
         buffer.extend_from_slice(id.as_bytes());
         buffer.extend_from_slice(TAIL);
-        buffer.split().freeze()
     }
 }
 
@@ -145,6 +153,7 @@ enum Next {
 }
 
 impl Queue {
+    #[inline]
     fn state(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -437,5 +446,59 @@ impl Drop for Watch {
 impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watch").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use serde_json::{json, Value};
+
+    use super::{Item, BUFFER};
+    use crate::hub::Change;
+    use crate::Principal;
+
+    /// A stream's events are written over the ones it sent once those are
+    /// dropped, and a large event does not leave a large buffer behind.
+    #[test]
+    fn events_reuse_the_streams_buffer_and_a_large_one_is_not_kept() {
+        let small = Item::of(&Change::ResourceUpdated {
+            uri: "demo://a\"b".into(),
+        });
+        let mut buffer = BytesMut::new();
+        let first = small.event("7", &mut buffer);
+        let text = std::str::from_utf8(&first).unwrap();
+        let message: Value = serde_json::from_str(
+            text.strip_prefix("data: ")
+                .and_then(|text| text.strip_suffix("\n\n"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            message,
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": "demo://a\"b", "_meta": {"io.modelcontextprotocol/subscriptionId": 7}}})
+        );
+        let at = first.as_ptr();
+        drop(first);
+        let reused = (0..BUFFER).any(|_| small.event("7", &mut buffer).as_ptr() == at);
+        assert!(reused, "the buffer is written over");
+
+        let mut params = serde_json::Map::new();
+        params.insert("status".into(), "x".repeat(4 * BUFFER).into());
+        let large = Item::of(&Change::TaskStatus {
+            owner: Principal::new("alice"),
+            task_id: "t".into(),
+            params,
+        });
+        let before = buffer.capacity();
+        let event = large.event("7", &mut buffer);
+        assert!(event.len() > 4 * BUFFER);
+        assert_eq!(
+            buffer.capacity(),
+            before,
+            "the large event has its own buffer"
+        );
+        assert!(buffer.capacity() <= BUFFER);
     }
 }
