@@ -2,9 +2,10 @@
 //! streams, 100 of them on one URI; one update of that URI, delivered to
 //! the 100 and read off each stream, against the floor of a bare
 //! `tokio::sync::broadcast` send of the same bytes to 100 receivers; and
-//! against the least a tagged SSE body over such a channel does: each of
-//! 100 bodies receives the shared part, writes it with its own
-//! subscription id and hands it out as a frame.
+//! against two bodies over such a channel: one that hands out what it
+//! receives as a frame, and one that writes the part before the
+//! subscription id it receives with its own id, as the hub does, and hands
+//! that out.
 //!
 //! `cargo bench --bench hub -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
 
@@ -109,25 +110,17 @@ fn main() {
         }
     };
 
-    // The tagged floor: the part before the id through the channel, each
-    // body writing it with its id, as a frame.
+    // The body floors: the same bytes through the channel, each of 100
+    // bodies handing them out as a frame; and the part before the id, each
+    // body writing it with its own id (as the hub writes its events).
     let head = Bytes::from(format!(
         "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{{\"uri\":\"{HOT}\",\"_meta\":{{\"io.modelcontextprotocol/subscriptionId\":"
     ));
-    let (heads, _) = tokio::sync::broadcast::channel::<Bytes>(16);
-    let mut tagged: Vec<Tagged> = (0..ON_ONE_URI)
-        .map(|i| Tagged {
-            heads: heads.subscribe(),
-            id: (i * (STREAMS / ON_ONE_URI)).to_string(),
-            buffer: BytesMut::new(),
-        })
-        .collect();
-    let mut tagged_floor = || {
-        heads.send(head.clone()).unwrap();
-        for body in &mut tagged {
-            black_box(next_frame(body).expect("the update"));
-        }
-    };
+    let mut body_floor = floor_of(event.clone(), |_| None);
+    let mut tagged_floor = floor_of(head, |i| {
+        Some(format!("{}}}}}}}\n\n", i * (STREAMS / ON_ONE_URI)).into_bytes())
+    });
+    body_floor();
     tagged_floor();
 
     let mut c = Criterion::default()
@@ -139,20 +132,42 @@ fn main() {
     group.throughput(criterion::Throughput::Elements(ON_ONE_URI as u64));
     group.bench_function("hub", |b| b.iter(&mut deliver));
     group.bench_function("broadcast_floor", |b| b.iter(&mut floor));
+    group.bench_function("body_floor", |b| b.iter(&mut body_floor));
     group.bench_function("tagged_body_floor", |b| b.iter(&mut tagged_floor));
     group.finish();
     c.final_summary();
     drop(cold);
 }
 
-/// The body of the tagged floor.
-struct Tagged {
-    heads: tokio::sync::broadcast::Receiver<Bytes>,
-    id: String,
+/// One send of `sent` to 100 [`Floor`] bodies, each with the tag `tag`
+/// makes for its index, and a frame read off each.
+fn floor_of(sent: Bytes, tag: impl Fn(usize) -> Option<Vec<u8>>) -> impl FnMut() {
+    let (sender, _) = tokio::sync::broadcast::channel::<Bytes>(16);
+    let mut bodies: Vec<Floor> = (0..ON_ONE_URI)
+        .map(|i| Floor {
+            receiver: sender.subscribe(),
+            tag: tag(i),
+            buffer: BytesMut::new(),
+        })
+        .collect();
+    move || {
+        sender.send(sent.clone()).unwrap();
+        for body in &mut bodies {
+            black_box(next_frame(body).expect("the update"));
+        }
+    }
+}
+
+/// A body over a broadcast receiver: each frame is what it received, or,
+/// with a tag (a subscription id and the rest of the event after it), what
+/// it received written with the tag into its buffer.
+struct Floor {
+    receiver: tokio::sync::broadcast::Receiver<Bytes>,
+    tag: Option<Vec<u8>>,
     buffer: BytesMut,
 }
 
-impl http_body::Body for Tagged {
+impl http_body::Body for Floor {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -161,18 +176,19 @@ impl http_body::Body for Tagged {
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        let Ok(head) = this.heads.try_recv() else {
+        let Ok(received) = this.receiver.try_recv() else {
             return Poll::Pending;
         };
-        const TAIL: &[u8] = b"}}}\n\n";
+        let Some(tag) = &this.tag else {
+            return Poll::Ready(Some(Ok(Frame::data(received))));
+        };
         let buffer = &mut this.buffer;
-        let len = head.len() + this.id.len() + TAIL.len();
+        let len = received.len() + tag.len();
         if buffer.capacity() < len {
             buffer.reserve(len.max(512));
         }
-        buffer.extend_from_slice(&head);
-        buffer.extend_from_slice(this.id.as_bytes());
-        buffer.extend_from_slice(TAIL);
+        buffer.extend_from_slice(&received);
+        buffer.extend_from_slice(tag);
         Poll::Ready(Some(Ok(Frame::data(buffer.split().freeze()))))
     }
 }

@@ -2,7 +2,7 @@
 //! caller. A delivery queues its event on each stream of an index under
 //! the registry's lock, deciding once per caller whether it may be heard.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{hash_map, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::bus::{Bus, Change, Channel};
@@ -60,6 +60,9 @@ pub(super) struct Registry {
     streams: HashMap<u64, Entry>,
     /// Honoured URI → the streams registered under it (see [`heard`]).
     uris: HashMap<Box<[u8]>, Streams>,
+    /// How many of `uris` are of each length: a delivery looks up only the
+    /// covering URIs of a length some registered URI has.
+    lengths: Vec<usize>,
     /// Per list kind, the streams honouring it.
     lists: [Streams; 3],
     /// (owner, task id) → the streams honouring it.
@@ -144,7 +147,16 @@ impl Registry {
     /// The streams on `channel`, its index made when missing.
     fn index(&mut self, channel: Channel<'_>) -> &mut Streams {
         match channel {
-            Channel::Resource(uri) => self.uris.entry(uri.as_bytes().into()).or_default(),
+            Channel::Resource(uri) => match self.uris.entry(uri.as_bytes().into()) {
+                hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                hash_map::Entry::Vacant(entry) => {
+                    if self.lengths.len() <= uri.len() {
+                        self.lengths.resize(uri.len() + 1, 0);
+                    }
+                    self.lengths[uri.len()] += 1;
+                    entry.insert(Streams::default())
+                }
+            },
             Channel::Task { owner, id } => {
                 self.tasks.entry((owner.clone(), id.into())).or_default()
             }
@@ -156,7 +168,13 @@ impl Registry {
     /// no stream on it.
     fn leave(&mut self, channel: Channel<'_>, caller: &Option<Principal>, id: u64) -> bool {
         match channel {
-            Channel::Resource(uri) => remove(&mut self.uris, uri.as_bytes(), caller, id),
+            Channel::Resource(uri) => {
+                let emptied = remove(&mut self.uris, uri.as_bytes(), caller, id);
+                if emptied {
+                    self.lengths[uri.len()] -= 1;
+                }
+                emptied
+            }
             Channel::Task { owner, id: task } => remove(
                 &mut self.tasks,
                 &(owner.clone(), Box::<str>::from(task)),
@@ -250,6 +268,7 @@ impl Registry {
     pub(super) fn audience(&self, change: &Change) -> Vec<&Streams> {
         match change {
             Change::ResourceUpdated { uri } => coverers(uri)
+                .filter(|honoured| self.lengths.get(honoured.len()).is_some_and(|n| *n > 0))
                 .filter_map(|honoured| self.uris.get(honoured.as_bytes()))
                 .collect(),
             Change::ListChanged(list) => vec![&self.lists[list.index()]],

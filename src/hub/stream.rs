@@ -39,7 +39,16 @@ struct Notice {
 const BUFFER: usize = 512;
 
 /// The message after the subscription id, and the event's end.
-const TAIL: &[u8] = b"}}}\n\n";
+const TAIL: &str = "}}}\n\n";
+
+/// What a stream writes after an item's head: its subscription id (JSON
+/// text: a number or a string, which hold no line break) and [`TAIL`].
+pub(crate) fn tag(filter: &HonouredFilter) -> Box<[u8]> {
+    [filter.subscription_id().get(), TAIL]
+        .concat()
+        .into_bytes()
+        .into()
+}
 
 impl Item {
     /// The item of `change`.
@@ -84,29 +93,27 @@ impl Item {
         self.0.list
     }
 
-    /// The event, tagged with subscription `id` (JSON text: a number or a
-    /// string, which hold no line break), written into `buffer`: once the
+    /// The event with a stream's [`tag`], written into `buffer`: once the
     /// events taken from it are dropped, the next are written over them (no
     /// allocation per event). An event larger than [`BUFFER`] gets a buffer
     /// of its own, which is not kept.
-    fn event(&self, id: &str, buffer: &mut BytesMut) -> Bytes {
-        let len = self.0.head.len() + id.len() + TAIL.len();
+    fn event(&self, tag: &[u8], buffer: &mut BytesMut) -> Bytes {
+        let len = self.0.head.len() + tag.len();
         if len > BUFFER {
             let mut own = BytesMut::with_capacity(len);
-            self.write(id, &mut own);
+            self.write(tag, &mut own);
             return own.freeze();
         }
         if buffer.capacity() < len {
             buffer.reserve(BUFFER);
         }
-        self.write(id, buffer);
+        self.write(tag, buffer);
         buffer.split().freeze()
     }
 
-    fn write(&self, id: &str, buffer: &mut BytesMut) {
+    fn write(&self, tag: &[u8], buffer: &mut BytesMut) {
         buffer.extend_from_slice(self.0.head.as_bytes());
-        buffer.extend_from_slice(id.as_bytes());
-        buffer.extend_from_slice(TAIL);
+        buffer.extend_from_slice(tag);
     }
 }
 
@@ -238,6 +245,8 @@ pub struct ListenStream {
     finished: Option<&'static str>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
     period: Duration,
+    /// What the stream writes after each item's head (see [`tag`]).
+    tag: Box<[u8]>,
     /// Where events are written (see [`Item::event`]).
     buffer: BytesMut,
     /// Something was sent since the keep-alive timer was last armed: when
@@ -259,6 +268,7 @@ impl ListenStream {
             shared.bus.ready(&channels)
         });
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
+        let tag = tag(&filter);
         Self {
             shared,
             id,
@@ -269,6 +279,7 @@ impl ListenStream {
             finished: None,
             keep_alive: Box::pin(tokio::time::sleep(period)),
             period,
+            tag,
             buffer: BytesMut::new(),
             busy: false,
         }
@@ -343,8 +354,7 @@ impl Body for ListenStream {
             let data = match this.queue.poll_next(cx) {
                 Next::Item(item) => {
                     this.busy = true;
-                    let id = this.filter.subscription_id().get();
-                    let event = item.event(id, &mut this.buffer);
+                    let event = item.event(&this.tag, &mut this.buffer);
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
                 Next::End(end) => {
@@ -466,7 +476,8 @@ mod tests {
             uri: "demo://a\"b".into(),
         });
         let mut buffer = BytesMut::new();
-        let first = small.event("7", &mut buffer);
+        let tag = b"7}}}\n\n";
+        let first = small.event(tag, &mut buffer);
         let text = std::str::from_utf8(&first).unwrap();
         let message: Value = serde_json::from_str(
             text.strip_prefix("data: ")
@@ -481,7 +492,7 @@ mod tests {
         );
         let at = first.as_ptr();
         drop(first);
-        let reused = (0..BUFFER).any(|_| small.event("7", &mut buffer).as_ptr() == at);
+        let reused = (0..BUFFER).any(|_| small.event(tag, &mut buffer).as_ptr() == at);
         assert!(reused, "the buffer is written over");
 
         let mut params = serde_json::Map::new();
@@ -492,7 +503,7 @@ mod tests {
             params,
         });
         let before = buffer.capacity();
-        let event = large.event("7", &mut buffer);
+        let event = large.event(tag, &mut buffer);
         assert!(event.len() > 4 * BUFFER);
         assert_eq!(
             buffer.capacity(),
