@@ -88,7 +88,7 @@ impl Item {
         }))
     }
 
-    /// The change, for a list change the list (they coalesce).
+    /// The list that changed, for a list change (they coalesce).
     fn list(&self) -> Option<ListChanged> {
         self.0.list
     }
