@@ -345,10 +345,14 @@ async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
     assert_eq!(published.streams, 1);
     assert!(published.remote.is_err(), "{:?}", published.remote);
     assert_eq!(on_a.message().await["params"]["uri"], LOGS);
-    // A new listen is served meanwhile.
+    // A new listen is served meanwhile, its channel subscribed once Redis
+    // is back.
+    eventually("b sees the outage", || async { !b.bus.is_connected() }).await;
     let mut late = b
         .listen("bob", 3, json!({"resourceSubscriptions": [BOB_NOTES]}))
         .await;
+    // Down for longer than a subscription may take.
+    tokio::time::sleep(Duration::from_secs(1)).await;
 
     redis.run();
     let late_channel = b.bus.channel_name(Channel::Resource(BOB_NOTES));

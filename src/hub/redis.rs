@@ -65,7 +65,9 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 /// **Faults.** The bus connects in the background: an instance whose Redis
 /// is down keeps serving its requests and its own streams, logs the outage
 /// once, and retries with backoff (up to 5 s apart); once connected it
-/// subscribes to every channel its streams listen on. A publication while
+/// subscribes to every channel its streams listen on, and a subscription
+/// that failed (a stream opened during an outage) is made again at the
+/// next second's ping until Redis confirms it. A publication while
 /// Redis is down returns [`BusError::Unavailable`]; every send is bounded
 /// in time.
 #[derive(Clone)]
@@ -424,12 +426,9 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
             }
         };
         *inner.publisher.lock().unwrap_or_else(|p| p.into_inner()) = Some(publisher);
-        for channel in &live {
-            match subscribe(&mut subscriber, channel, true).await {
-                Ok(()) => inner.mark(channel, true),
-                Err(error) => tracing::warn!(%error, "listen hub: a Redis subscription failed"),
-            }
-        }
+        // Some live channel may not be subscribed (a subscription failed,
+        // or the connection was lost): subscribed again at the next ping.
+        let mut resync = !resubscribe(&inner, &mut subscriber, &live).await;
         inner.up.store(true, Ordering::Relaxed);
         if outage_logged {
             tracing::info!("listen hub: Redis is reachable again");
@@ -456,6 +455,7 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                         Ok(()) => {}
                         Err(error) => {
                             tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
+                            resync |= on;
                         }
                     }
                 }
@@ -472,6 +472,7 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                                 tracing::warn!("listen hub: Redis connection lost; reconnecting");
                             }
                             inner.forget();
+                            resync = true;
                         }
                         PushKind::Subscribe => {
                             // The manager subscribes again by itself after an outage.
@@ -498,8 +499,13 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                         redis::cmd("PING").query_async::<()>(&mut subscriber),
                     )
                     .await;
-                    if !matches!(pinged, Ok(Ok(()))) && inner.up.swap(false, Ordering::Relaxed) {
-                        tracing::warn!("listen hub: Redis connection lost; reconnecting");
+                    if !matches!(pinged, Ok(Ok(()))) {
+                        if inner.up.swap(false, Ordering::Relaxed) {
+                            tracing::warn!("listen hub: Redis connection lost; reconnecting");
+                        }
+                        resync = true;
+                    } else if resync {
+                        resync = !resubscribe(&inner, &mut subscriber, &live).await;
                     }
                 }
             }
@@ -516,6 +522,32 @@ fn apply(live: &mut HashSet<String>, command: Command) {
             live.remove(&channel);
         }
     }
+}
+
+/// Subscribes to every channel of `live` that Redis has not confirmed;
+/// true when none failed.
+async fn resubscribe(
+    inner: &Inner,
+    subscriber: &mut ConnectionManager,
+    live: &HashSet<String>,
+) -> bool {
+    let missing: Vec<&String> = {
+        let subscribed = inner.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        live.iter()
+            .filter(|channel| !subscribed.contains(*channel))
+            .collect()
+    };
+    let mut all = true;
+    for channel in missing {
+        match subscribe(subscriber, channel, true).await {
+            Ok(()) => inner.mark(channel, true),
+            Err(error) => {
+                tracing::debug!(%error, "listen hub: a Redis subscription failed");
+                all = false;
+            }
+        }
+    }
+    all
 }
 
 async fn subscribe(
