@@ -58,6 +58,17 @@ impl Redis {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped one keeps
+    /// its connections and answers nothing.
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
@@ -205,6 +216,19 @@ where
     }
 }
 
+/// Publishes updates of `uri` on `from` until one reaches `to` (10 s at
+/// most), after `what`.
+async fn crosses(from: &Instance, to: &mut Stream, uri: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = from.hub.publisher().resource_updated(uri).await;
+        if to.next(Duration::from_millis(200)).await.is_some() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no update crossed after {what}");
+    }
+}
+
 const ALICE_NOTES: &str = "demo://users/alice/notes";
 const BOB_NOTES: &str = "demo://users/bob/notes";
 const LOGS: &str = "demo://public/logs";
@@ -322,6 +346,28 @@ async fn one_subscription_per_channel_per_instance() {
     .await;
 }
 
+/// A Redis that stalls without dropping its connections: the bus reports
+/// the outage and, once pings are answered again, that it is connected;
+/// delivery crosses again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_redis_is_reported_and_recovered() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut on_b = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    redis.signal("STOP");
+    eventually("b sees the stall", || async { !b.bus.is_connected() }).await;
+    redis.signal("CONT");
+    eventually("b connected again", || async { b.bus.is_connected() }).await;
+    crosses(&a, &mut on_b, LOGS, "the stall").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
     let mut redis = Redis::start();
@@ -362,17 +408,7 @@ async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
     .await;
     eventually("a connected again", || async { a.bus.is_connected() }).await;
     // Subscribed again, the next publication crosses.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let _ = a.hub.publisher().resource_updated(LOGS).await;
-        if on_b.next(Duration::from_millis(200)).await.is_some() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no update crossed after the restart"
-        );
-    }
+    crosses(&a, &mut on_b, LOGS, "the restart").await;
     let _ = a.hub.publisher().resource_updated(BOB_NOTES).await;
     assert_eq!(late.message().await["params"]["uri"], BOB_NOTES);
 }

@@ -56,6 +56,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -393,11 +394,13 @@ impl Publisher {
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
     let mut readers = Readers::of(shared, change);
     loop {
-        match (queue(shared, change, readers.as_ref()), &mut readers) {
-            (Ok(queued), _) => return queued,
-            (Err(unknown), Some(readers)) => readers.ask(unknown).await,
-            // Only a check of readers leaves callers unknown.
-            (Err(_), None) => return 0,
+        match queue(shared, change, readers.as_mut()) {
+            Ok(queued) => return queued,
+            Err(unknown) => match &mut readers {
+                Some(readers) => readers.ask(unknown).await,
+                // Only a check of readers leaves callers unknown.
+                None => return 0,
+            },
         }
     }
 }
@@ -409,14 +412,18 @@ pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
 fn queue(
     shared: &Shared,
     change: &Change,
-    readers: Option<&Readers<'_>>,
+    mut readers: Option<&mut Readers<'_>>,
 ) -> Result<usize, Vec<Option<Principal>>> {
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
     let mut unknown: Vec<Option<Principal>> = Vec::new();
     for (caller, streams) in audience.iter().flat_map(|streams| streams.callers()) {
-        match readers.map_or(Some(true), |readers| readers.decide(caller)) {
+        let decision = match readers.as_mut() {
+            Some(readers) => readers.decide(caller),
+            None => Some(true),
+        };
+        match decision {
             Some(true) => heard.push(streams),
             Some(false) => tracing::debug!(
                 streams = streams.len(),
@@ -458,9 +465,11 @@ struct Readers<'a> {
     decisions: &'a Decisions,
     uri: &'a str,
     now: Instant,
-    /// The hook's answers of this delivery, for the callers the decision
-    /// cache did not know; `None` before it was asked.
-    asked: Option<Vec<(Option<Principal>, bool)>>,
+    /// The decisions the cache gave this delivery, before the hook was asked.
+    cached: Vec<(Option<Principal>, bool)>,
+    /// Once the hook was asked: every decision of this delivery, the cache's
+    /// and the hook's, so that none changes between the two passes.
+    settled: Option<HashMap<Option<Principal>, bool>>,
 }
 
 impl<'a> Readers<'a> {
@@ -472,36 +481,43 @@ impl<'a> Readers<'a> {
                 decisions: shared.profile.decisions(),
                 uri,
                 now: Instant::now(),
-                asked: None,
+                cached: Vec::new(),
+                settled: None,
             }),
             _ => None,
         }
     }
 
-    /// May `caller` hear it: the decision cache's answer, or the hook's;
-    /// `None` when the hook is to be asked. Once it was asked, a caller
-    /// still not known (its stream opened meanwhile) may not.
-    fn decide(&self, caller: Option<&Principal>) -> Option<bool> {
-        if let Some(decision) = self.decisions.get(caller, self.uri, self.now) {
-            return Some(decision.readable);
+    /// May `caller` hear it: `None` when the hook is to be asked. Once it
+    /// was asked, a caller this delivery did not decide (its stream opened
+    /// meanwhile) is decided by the cache, or may not.
+    fn decide(&mut self, caller: Option<&Principal>) -> Option<bool> {
+        if let Some(settled) = &self.settled {
+            let decided = settled.get(&caller.cloned()).copied();
+            return Some(decided.unwrap_or_else(|| self.cache(caller) == Some(true)));
         }
-        let asked = self.asked.as_ref()?;
-        let answer = asked.iter().find(|(asked, _)| asked.as_ref() == caller);
-        Some(answer.is_some_and(|(_, readable)| *readable))
+        let readable = self.cache(caller)?;
+        self.cached.push((caller.cloned(), readable));
+        Some(readable)
+    }
+
+    fn cache(&self, caller: Option<&Principal>) -> Option<bool> {
+        let decision = self.decisions.get(caller, self.uri, self.now)?;
+        Some(decision.readable)
     }
 
     /// Asks the hook about `callers` (one call each), keeping the answers
-    /// in the decision cache and for this delivery.
+    /// in the decision cache and, with the cache's, for this delivery.
     async fn ask(&mut self, callers: Vec<Option<Principal>>) {
-        let asked = self.asked.get_or_insert_with(Vec::new);
+        let mut settled: HashMap<_, _> = self.cached.drain(..).collect();
         for caller in callers {
             let answer = self.access.readable(caller.as_ref(), &[self.uri]).await;
             let answer = answer.first() == Some(&true);
-            self.now = Instant::now();
             self.decisions
-                .put(caller.as_ref(), self.uri, answer, self.now);
-            asked.push((caller, answer));
+                .put(caller.as_ref(), self.uri, answer, Instant::now());
+            settled.insert(caller, answer);
         }
+        self.settled = Some(settled);
     }
 }
 

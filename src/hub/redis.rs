@@ -504,7 +504,14 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                             tracing::warn!("listen hub: Redis connection lost; reconnecting");
                         }
                         resync = true;
-                    } else if resync {
+                        continue;
+                    }
+                    // A ping that only timed out leaves no other sign of
+                    // being answered again.
+                    if !inner.up.swap(true, Ordering::Relaxed) {
+                        tracing::info!("listen hub: Redis is reachable again");
+                    }
+                    if resync {
                         resync = !resubscribe(&inner, &mut subscriber, &live).await;
                     }
                 }

@@ -60,9 +60,9 @@ pub(super) struct Registry {
     streams: HashMap<u64, Entry>,
     /// Honoured URI → the streams registered under it (see [`heard`]).
     uris: HashMap<Box<[u8]>, Streams>,
-    /// How many of `uris` are of each length: a delivery looks up only the
-    /// covering URIs of a length some registered URI has.
-    lengths: Vec<usize>,
+    /// The lengths of `uris`: a delivery looks up only the covering URIs
+    /// of a length some registered URI has.
+    lengths: Lengths,
     /// Per list kind, the streams honouring it.
     lists: [Streams; 3],
     /// (owner, task id) → the streams honouring it.
@@ -150,10 +150,7 @@ impl Registry {
             Channel::Resource(uri) => match self.uris.entry(uri.as_bytes().into()) {
                 hash_map::Entry::Occupied(entry) => entry.into_mut(),
                 hash_map::Entry::Vacant(entry) => {
-                    if self.lengths.len() <= uri.len() {
-                        self.lengths.resize(uri.len() + 1, 0);
-                    }
-                    self.lengths[uri.len()] += 1;
+                    self.lengths.add(uri.len());
                     entry.insert(Streams::default())
                 }
             },
@@ -171,7 +168,7 @@ impl Registry {
             Channel::Resource(uri) => {
                 let emptied = remove(&mut self.uris, uri.as_bytes(), caller, id);
                 if emptied {
-                    self.lengths[uri.len()] -= 1;
+                    self.lengths.remove(uri.len());
                 }
                 emptied
             }
@@ -268,7 +265,7 @@ impl Registry {
     pub(super) fn audience(&self, change: &Change) -> Vec<&Streams> {
         match change {
             Change::ResourceUpdated { uri } => coverers(uri)
-                .filter(|honoured| self.lengths.get(honoured.len()).is_some_and(|n| *n > 0))
+                .filter(|honoured| self.lengths.may_hold(honoured.len()))
                 .filter_map(|honoured| self.uris.get(honoured.as_bytes()))
                 .collect(),
             Change::ListChanged(list) => vec![&self.lists[list.index()]],
@@ -297,6 +294,44 @@ impl Registry {
     }
 }
 
+/// How many URIs there are of each length, up to [`Lengths::COUNTED`];
+/// longer ones are counted together.
+#[derive(Default)]
+struct Lengths {
+    counts: Vec<usize>,
+    longer: usize,
+}
+
+impl Lengths {
+    const COUNTED: usize = 4096;
+
+    fn count(&mut self, len: usize) -> &mut usize {
+        if len > Self::COUNTED {
+            return &mut self.longer;
+        }
+        if self.counts.len() <= len {
+            self.counts.resize(len + 1, 0);
+        }
+        &mut self.counts[len]
+    }
+
+    fn add(&mut self, len: usize) {
+        *self.count(len) += 1;
+    }
+
+    fn remove(&mut self, len: usize) {
+        *self.count(len) -= 1;
+    }
+
+    /// Whether some URI may be `len` long.
+    fn may_hold(&self, len: usize) -> bool {
+        match self.counts.get(len) {
+            Some(count) => *count > 0,
+            None => len > Self::COUNTED && self.longer > 0,
+        }
+    }
+}
+
 /// Removes stream `id` of `caller` under `key`; true when that left no
 /// stream there.
 fn remove<K, Q>(
@@ -317,4 +352,28 @@ where
         index.remove(key);
     }
     emptied
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lengths;
+
+    #[test]
+    fn lengths_are_counted_up_to_a_bound_and_longer_ones_together() {
+        let mut lengths = Lengths::default();
+        let (short, bound, long) = (5, Lengths::COUNTED, Lengths::COUNTED + 1);
+        assert!(!lengths.may_hold(short) && !lengths.may_hold(long));
+        for len in [short, short, bound, long] {
+            lengths.add(len);
+        }
+        assert!(lengths.may_hold(short) && lengths.may_hold(bound));
+        assert!(lengths.may_hold(long) && lengths.may_hold(10 * long));
+        assert!(!lengths.may_hold(short + 1));
+        for len in [short, bound, long] {
+            lengths.remove(len);
+        }
+        assert!(lengths.may_hold(short), "one of two is left");
+        assert!(!lengths.may_hold(bound) && !lengths.may_hold(long));
+        assert!(lengths.counts.len() <= Lengths::COUNTED + 1);
+    }
 }

@@ -662,3 +662,71 @@ async fn a_watch_hears_what_a_stream_of_its_caller_would() {
     drop(watch);
     assert_eq!(publisher.list_changed(ListChanged::Tools).await.streams, 0);
 }
+
+/// Updates of and below a URI longer than the registry counts by length
+/// are heard.
+#[tokio::test(start_paused = true)]
+async fn a_very_long_uri_is_heard() {
+    let stack = Stack::new(|b| b);
+    let long = format!("{PUBLIC}/{}", "x".repeat(5000));
+    let topics = [crate::Topic::Resource(long.clone())];
+    let _watch = stack.hub.watch(Some(Principal::new("alice")), topics);
+    let publisher = stack.hub.publisher();
+    assert_eq!(publisher.resource_updated(&long).await.streams, 1);
+    let below = format!("{long}/below");
+    assert_eq!(publisher.resource_updated(&below).await.streams, 1);
+    assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 0);
+}
+
+/// A caller the decision cache knew as an update was published hears it,
+/// though the cache forgets that decision (it overflowed) while the hook
+/// is asked about another caller.
+#[tokio::test]
+async fn a_decision_holds_for_the_whole_delivery() {
+    let (asked, answer) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let hook = (asked.clone(), answer.clone());
+    let profile = ServerProfile::builder()
+        .resource_access(move |caller: Option<&Principal>, _: &[&str]| {
+            let bob = caller.is_some_and(|caller| caller.as_str() == "bob");
+            let (asked, answer) = hook.clone();
+            async move {
+                if bob {
+                    asked.notify_one();
+                    answer.notified().await;
+                }
+                vec![true]
+            }
+        })
+        .build()
+        .unwrap();
+    let hub = ListenHub::new(profile.clone());
+    let topics = || [crate::Topic::Resource(PUBLIC.into())];
+    let mut alice = hub.watch(Some(Principal::new("alice")), topics());
+    let publisher = hub.publisher();
+    // The cache now holds alice's answer.
+    assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 1);
+    let mut bob = hub.watch(Some(Principal::new("bob")), topics());
+    let publication = tokio::spawn(async move { publisher.resource_updated(PUBLIC).await });
+    asked.notified().await;
+    // While bob's answer is awaited, the cache overflows and starts afresh.
+    let filler = Principal::new("filler");
+    let now = std::time::Instant::now();
+    for i in 0..=65_536 {
+        let uri = format!("demo://other/{i}");
+        profile.decisions().put(Some(&filler), &uri, true, now);
+    }
+    let alices = profile
+        .decisions()
+        .get(Some(&Principal::new("alice")), PUBLIC, now);
+    assert_eq!(alices, None, "the cache forgot alice's decision");
+    answer.notify_one();
+    assert_eq!(publication.await.unwrap().streams, 2);
+    let update = Some(super::Change::ResourceUpdated { uri: PUBLIC.into() });
+    for _ in 0..2 {
+        assert_eq!(alice.next().await, update);
+    }
+    assert_eq!(bob.next().await, update);
+}
