@@ -160,20 +160,7 @@ fn hub_fanout(p: &mcp_edge::ServerProfile) {
             0 => "file:///hot.rs".to_owned(),
             _ => format!("file:///cold_{i}.rs"),
         };
-        let params = format!(r#"{{"notifications":{{"resourceSubscriptions":["{uri}"]}}}}"#);
-        let params = serde_json::value::RawValue::from_string(params).unwrap();
-        let id = serde_json::value::RawValue::from_string(i.to_string()).unwrap();
-        let mut request = http::Request::new(());
-        request
-            .extensions_mut()
-            .insert(mcp_edge::Principal::new("alice"));
-        let (parts, ()) = request.into_parts();
-        let filter = mcp_edge::honour(p, &parts, &id, Some(&params))
-            .now_or_never()
-            .unwrap()
-            .unwrap();
-        let mut request = http::Request::from_parts(parts, ());
-        request.extensions_mut().insert(filter);
+        let request = honoured_listen(p, mcp_edge::Principal::new("alice"), i, &uri);
         let response =
             runtime.block_on(async { service.ready().await.unwrap().call(request).await.unwrap() });
         let mut body = response.into_body();

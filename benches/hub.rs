@@ -22,9 +22,10 @@ use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use mcp_edge::hub::ListenHub;
-use mcp_edge::{honour, Principal, ServerProfile};
-use serde_json::value::RawValue;
+use mcp_edge::{Principal, ServerProfile};
 use tower::{Layer, Service, ServiceExt};
+
+mod common;
 
 const STREAMS: usize = 10_000;
 const ON_ONE_URI: usize = 100;
@@ -57,20 +58,8 @@ fn main() {
             0 => HOT.to_owned(),
             _ => format!("file:///project/src/module_{i}.rs"),
         };
-        let params = format!(r#"{{"notifications":{{"resourceSubscriptions":["{uri}"]}}}}"#);
-        let params = RawValue::from_string(params).unwrap();
-        let id = RawValue::from_string(i.to_string()).unwrap();
-        let mut request = Request::new(());
-        request
-            .extensions_mut()
-            .insert(Principal::new(format!("caller-{}", i % 100)));
-        let (parts, ()) = request.into_parts();
-        let filter = honour(&profile, &parts, &id, Some(&params))
-            .now_or_never()
-            .unwrap()
-            .unwrap();
-        let mut request = Request::from_parts(parts, ());
-        request.extensions_mut().insert(filter);
+        let caller = Principal::new(format!("caller-{}", i % 100));
+        let request = common::honoured_listen(&profile, caller, i, &uri);
         let response =
             runtime.block_on(async { service.ready().await.unwrap().call(request).await.unwrap() });
         let mut body = response.into_body();

@@ -12,13 +12,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use mcp_edge::hub::{Channel, ListenHub, RedisBus};
-use mcp_edge::{honour, Principal, ServerProfile};
-use serde_json::value::RawValue;
+use mcp_edge::{Principal, ServerProfile};
 use tower::{Layer, Service, ServiceExt};
+
+mod common;
 
 const EVENTS: usize = 10_000;
 const RATE: Duration = Duration::from_millis(1);
@@ -86,20 +86,7 @@ async fn measure(url: &str) -> Vec<Duration> {
         .bus(b_bus.clone())
         .build();
 
-    let params = RawValue::from_string(format!(
-        r#"{{"notifications":{{"resourceSubscriptions":["{URI}"]}}}}"#
-    ))
-    .unwrap();
-    let id = RawValue::from_string("1".into()).unwrap();
-    let mut request = Request::new(());
-    request.extensions_mut().insert(Principal::new("alice"));
-    let (parts, ()) = request.into_parts();
-    let filter = honour(&profile, &parts, &id, Some(&params))
-        .now_or_never()
-        .unwrap()
-        .unwrap();
-    let mut request = Request::from_parts(parts, ());
-    request.extensions_mut().insert(filter);
+    let request = common::honoured_listen(&profile, Principal::new("alice"), 1, URI);
     let mut service = b.layer().layer(tower::service_fn(|_: Request<()>| async {
         Ok::<_, Infallible>(Response::new(String::new()))
     }));

@@ -441,3 +441,24 @@ pub fn print_criterion_ratios(group: &str, ids: &[&str]) {
         }
     }
 }
+
+/// A listen request of `caller` (subscription id `id`) for updates of
+/// `uri`, carrying the filter `profile` honours for it: what
+/// `ListenFilterLayer` hands the listen hub.
+pub fn honoured_listen(
+    profile: &ServerProfile,
+    caller: Principal,
+    id: usize,
+    uri: &str,
+) -> Request<()> {
+    let params = format!(r#"{{"notifications":{{"resourceSubscriptions":["{uri}"]}}}}"#);
+    let params = serde_json::value::RawValue::from_string(params).unwrap();
+    let id = serde_json::value::RawValue::from_string(id.to_string()).unwrap();
+    let mut request = Request::new(());
+    request.extensions_mut().insert(caller);
+    let (parts, ()) = request.into_parts();
+    let filter = block_on(mcp_edge::honour(profile, &parts, &id, Some(&params))).unwrap();
+    let mut request = Request::from_parts(parts, ());
+    request.extensions_mut().insert(filter);
+    request
+}
