@@ -167,6 +167,13 @@ impl HonouredFilter {
         &self.0.subscription_id
     }
 
+    /// True when `other` is this very filter (a clone of it), not one
+    /// honoured anew that is equal to it.
+    #[cfg(feature = "hub")]
+    pub(crate) fn is(&self, other: &HonouredFilter) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
     /// True when `topic` is honoured.
     pub fn honours(&self, topic: &Topic) -> bool {
         self.0.topics.contains(topic)

@@ -3,27 +3,33 @@
 //! acknowledgment, the listen's own end, and the sub-resource rule that
 //! decides which updates a stream hears.
 
-use std::sync::Arc;
+use std::any::Any;
 
 use super::HonouredFilter;
 
 /// The mark of a listen stream served by the listen hub, in its response's
-/// extensions: what the hub produced for this very filter is within it, so
-/// the stream guard need not read it again. Only this crate can make one,
-/// so no inner service or client can claim it; it vouches only for the
-/// filter it was made with.
-#[derive(Clone)]
-pub(crate) struct Served(HonouredFilter);
+/// extensions. It vouches for the hub's body, not for the response: a layer
+/// between the guard and the hub may keep the parts and put another body
+/// in. So the mark carries the hub's own test of a body, and the guard
+/// passes unread only the body that this test finds to be the hub's stream
+/// for its very filter (by type, through [`Any`]). Any other body with the
+/// mark, the hub's wrapped on its way by a trace or a map among them, is
+/// guarded as usual. Only this crate can make one.
+#[derive(Clone, Copy)]
+pub(crate) struct Served {
+    is_stream: fn(&dyn Any, &HonouredFilter) -> bool,
+}
 
 impl Served {
     #[cfg(feature = "hub")]
-    pub(crate) fn new(filter: &HonouredFilter) -> Self {
-        Self(filter.clone())
+    pub(crate) fn new(is_stream: fn(&dyn Any, &HonouredFilter) -> bool) -> Self {
+        Self { is_stream }
     }
 
-    /// True when this mark was made for `filter` itself (not an equal one).
-    pub(crate) fn vouches_for(&self, filter: &HonouredFilter) -> bool {
-        Arc::ptr_eq(&self.0 .0, &filter.0)
+    /// True when `body` is the hub's stream for `filter` itself (not for
+    /// an equal one).
+    pub(crate) fn vouches(&self, body: &dyn Any, filter: &HonouredFilter) -> bool {
+        (self.is_stream)(body, filter)
     }
 }
 

@@ -9,6 +9,7 @@
 //! rules. Two layers' rules combine into one (`(A, B)`), which keeps both
 //! promises with one peek and one watch of the body.
 
+use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -111,8 +112,9 @@ pub(crate) trait AnswerRule {
     /// The rule of the answer, an event stream.
     fn into_events(self) -> Self::Events;
 
-    /// True when the answer's head vouches that its body needs no check.
-    fn vouched(&self, _answer: &response::Parts) -> bool {
+    /// True when the answer's head vouches that its body, which it may
+    /// test by type, needs no check.
+    fn vouched(&self, _answer: &response::Parts, _body: &dyn Any) -> bool {
         false
     }
 }
@@ -477,12 +479,14 @@ fn screened<B: Body, E, Sc>(
     }
 }
 
+// The answer's body is `'static` (as hyper and axum ask of every body)
+// so that a rule may test its type.
 impl<R, S, ReqBody, ResBody> Future for ResponseFuture<R, S, ReqBody, ResBody>
 where
     R: Rules,
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
     ReqBody: Body,
-    ResBody: Body,
+    ResBody: Body + 'static,
 {
     type Output = Output<R, ResBody, S::Error>;
 
@@ -611,7 +615,7 @@ where
                         return Poll::Ready(Ok(screened(response, screen)));
                     };
                     let (mut parts, body) = response.into_parts();
-                    if rule.vouched(&parts) {
+                    if rule.vouched(&parts, &body) {
                         self.as_mut().finish();
                         let body = Reply::PassThrough { body };
                         return Poll::Ready(Ok(Response::from_parts(parts, body)));
@@ -853,10 +857,10 @@ impl<A: AnswerRule, B: AnswerRule> AnswerRule for Either<A, B> {
         }
     }
 
-    fn vouched(&self, answer: &response::Parts) -> bool {
+    fn vouched(&self, answer: &response::Parts, body: &dyn Any) -> bool {
         match self {
-            Either::Left(rule) => rule.vouched(answer),
-            Either::Right(rule) => rule.vouched(answer),
+            Either::Left(rule) => rule.vouched(answer, body),
+            Either::Right(rule) => rule.vouched(answer, body),
         }
     }
 }

@@ -251,7 +251,7 @@ macro_rules! response_future {
                 Response = http::Response<ResBody>,
             >,
             ReqBody: http_body::Body,
-            ResBody: http_body::Body,
+            ResBody: http_body::Body + 'static,
         {
             type Output = Result<http::Response<$body<ResBody>>, S::Error>;
 
@@ -316,7 +316,7 @@ macro_rules! middleware {
                     Response = http::Response<ResBody>,
                 > + Clone,
             ReqBody: http_body::Body,
-            ResBody: http_body::Body,
+            ResBody: http_body::Body + 'static,
         {
             type Response = http::Response<ResponseBody<ResBody>>;
             type Error = S::Error;

@@ -82,7 +82,7 @@ impl<S> std::fmt::Debug for ListenHubService<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ListenHubService<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ResBody: Body,
+    ResBody: Body + 'static,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -135,11 +135,10 @@ where
     }
 }
 
-/// The response of a listen stream, marked as the hub's for its filter.
+/// The response of a listen stream (marked as the hub's once its body has
+/// its final type: see [`ResponseFuture`]).
 fn stream(stream: ListenStream) -> Response<ResponseBody<Bytes>> {
-    let served = Served::new(stream.filter());
     let mut response = Response::new(ResponseBody::of(BodyKind::Stream { stream }));
-    response.extensions_mut().insert(served);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
@@ -188,10 +187,11 @@ impl<F> ResponseFuture<F> {
     }
 }
 
+// `B` is `'static` so that the mark can test a body's type.
 impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
-    B: Body,
+    B: Body + 'static,
 {
     type Output = Result<Response<ResponseBody<B>>, E>;
 
@@ -202,10 +202,15 @@ where
                     .map(|response| response.map(|body| ResponseBody::of(BodyKind::Inner { body })))
             }),
             FutureProj::Ready { response } => {
-                let response = response
+                let mut response = response
                     .take()
-                    .expect("ResponseFuture polled after completion");
-                Poll::Ready(Ok(response.map(ResponseBody::retyped)))
+                    .expect("ResponseFuture polled after completion")
+                    .map(ResponseBody::<B>::retyped);
+                if let BodyKind::Stream { .. } = response.body().kind {
+                    let served = Served::new(ResponseBody::<B>::is_stream_of);
+                    response.extensions_mut().insert(served);
+                }
+                Poll::Ready(Ok(response))
             }
         }
     }
@@ -242,6 +247,18 @@ pin_project! {
 impl<B> ResponseBody<B> {
     fn of(kind: BodyKind<B>) -> Self {
         Self { kind }
+    }
+
+    /// True when `body` is this type's stream for `filter` itself: the
+    /// test of the hub's mark ([`Served`]).
+    fn is_stream_of(body: &dyn std::any::Any, filter: &HonouredFilter) -> bool
+    where
+        B: 'static,
+    {
+        match body.downcast_ref::<Self>().map(|body| &body.kind) {
+            Some(BodyKind::Stream { stream }) => stream.filter().is(filter),
+            _ => false,
+        }
     }
 
     /// The hub's own answer, whatever the inner body type.

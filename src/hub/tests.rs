@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{ListChanged, ListenHub, ListenHubBuilder};
 use crate::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
@@ -729,4 +729,216 @@ async fn a_decision_holds_for_the_whole_delivery() {
         assert_eq!(alice.next().await, update);
     }
     assert_eq!(bob.next().await, update);
+}
+
+// ---------------------------------------------------------------------------
+// The hub's mark spares the guard only the hub's own body.
+// ---------------------------------------------------------------------------
+
+/// A leaky stream in place of a hub stream: an acknowledgment, another
+/// caller's update, a server request.
+fn leaky_stream() -> Boxed {
+    let events = format!(
+        "data: {}\n\ndata: {}\n\ndata: {}\n\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": {"resourceSubscriptions": [ALICE_NOTES, BOB_NOTES]},
+                "_meta": {"io.modelcontextprotocol/subscriptionId": 1}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": BOB_NOTES, "_meta": {"io.modelcontextprotocol/subscriptionId": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 99, "method": "sampling/createMessage", "params": {}}),
+    );
+    Full::new(Bytes::from(events)).boxed_unsync()
+}
+
+/// The service behind the hub in these tests.
+type Inner = tower::util::ServiceFn<
+    fn(
+        Request<RequestBody<Full<Bytes>>>,
+    ) -> std::future::Ready<Result<Response<Full<Bytes>>, Infallible>>,
+>;
+
+fn inner(
+    _: Request<RequestBody<Full<Bytes>>>,
+) -> std::future::Ready<Result<Response<Full<Bytes>>, Infallible>> {
+    std::future::ready(Ok(Response::new(Full::new(Bytes::from_static(b"inner")))))
+}
+
+/// Alice's listen on her notes through the listen filter, a middleware
+/// made by `between`, and the hub; what reaches the client, and the
+/// `Debug` of the listen filter's body (how it treated the stream).
+async fn through<M, B>(stack: &Stack, between: M) -> (Stream, String)
+where
+    M: tower::Layer<super::ListenHubService<Inner>>,
+    M::Service: Service<Request<RequestBody<Full<Bytes>>>, Response = Response<B>, Error = Infallible>
+        + Clone,
+    B: http_body::Body<Data = Bytes, Error = Infallible> + Send + 'static,
+{
+    let mut service = ServiceBuilder::new()
+        .map_request(authenticate)
+        .layer(ListenFilterLayer::new(stack.profile.clone()))
+        .layer(between)
+        .layer(stack.hub.layer())
+        .service(tower::service_fn(inner as fn(_) -> _));
+    let request = listen(
+        Some("alice-token"),
+        1,
+        json!({"resourceSubscriptions": [ALICE_NOTES]}),
+    );
+    let response = service.ready().await.unwrap().call(request).await.unwrap();
+    let treated = format!("{:?}", response.body());
+    (Stream(response.into_body().boxed_unsync()), treated)
+}
+
+/// What alice's stream carries after her notes are updated (heard by
+/// `streams` of the hub's), then the hub shuts down: every message, read
+/// to the end.
+async fn read_out(stack: &Stack, mut stream: Stream, streams: usize) -> Vec<Value> {
+    let mut messages = vec![stream.message().await];
+    assert_eq!(
+        stack
+            .hub
+            .publisher()
+            .resource_updated(ALICE_NOTES)
+            .await
+            .streams,
+        streams
+    );
+    stack.hub.shutdown();
+    while let Some(text) = stream.next().await {
+        let data = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"));
+        messages.push(serde_json::from_str(data.expect("an event")).unwrap());
+    }
+    messages
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_marked_response_whose_body_was_swapped_is_guarded() {
+    let stack = Stack::new(|b| b);
+    // Keeps the hub's parts, mark and all, and swaps in a leaky body.
+    let swap = tower::layer::layer_fn(|service| {
+        tower::util::MapResponse::new(
+            service,
+            |response: Response<super::ResponseBody<Full<Bytes>>>| {
+                let (parts, _hub) = response.into_parts();
+                Response::from_parts(parts, leaky_stream())
+            },
+        )
+    });
+    let (stream, treated) = through(&stack, swap).await;
+    assert!(treated.contains("Events"), "guarded: {treated}");
+    let messages = read_out(&stack, stream, 0).await;
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(
+        messages[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        messages[0]["params"]["notifications"],
+        json!({"resourceSubscriptions": [ALICE_NOTES]})
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_marked_response_with_another_hub_stream_is_guarded() {
+    let stack = Stack::new(|b| b);
+    // Bob's stream, of the hub's own body type, under alice's parts.
+    let (mut parts, ()) = Request::new(()).into_parts();
+    parts.extensions.insert(Principal::new("bob"));
+    let raw = |text: String| serde_json::value::RawValue::from_string(text).unwrap();
+    let params = raw(json!({"notifications": {"resourceSubscriptions": [BOB_NOTES]}}).to_string());
+    let filter = crate::honour(&stack.profile, &parts, &raw("1".into()), Some(&params))
+        .await
+        .unwrap();
+    let mut request = Request::new(());
+    request.extensions_mut().insert(filter);
+    let mut direct = stack
+        .hub
+        .layer()
+        .layer(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+        }));
+    let bobs = direct.ready().await.unwrap().call(request).await.unwrap();
+    let bob = Arc::new(Mutex::new(Some(bobs.into_body())));
+    let swap = tower::layer::layer_fn(move |service| {
+        let bob = bob.clone();
+        tower::util::MapResponse::new(
+            service,
+            move |response: Response<super::ResponseBody<Full<Bytes>>>| {
+                let (parts, _alices) = response.into_parts();
+                let bobs = bob.lock().unwrap().take().expect("bob's stream, once");
+                Response::from_parts(parts, bobs)
+            },
+        )
+    });
+    let (mut stream, treated) = through(&stack, swap).await;
+    assert!(treated.contains("Events"), "guarded: {treated}");
+    // Bob's acknowledgment is narrowed to what alice's listen honoured
+    // (nothing of bob's), and bob's update is dropped.
+    let ack = stream.message().await;
+    assert_eq!(
+        (tag(&ack), &ack["params"]["notifications"]),
+        (&json!(1), &json!({}))
+    );
+    assert_eq!(
+        stack
+            .hub
+            .publisher()
+            .resource_updated(BOB_NOTES)
+            .await
+            .streams,
+        1
+    );
+    stack.hub.shutdown();
+    let mut rest = Vec::new();
+    while let Some(text) = stream.next().await {
+        rest.push(text);
+    }
+    assert!(
+        rest.iter().all(|text| !text.contains(BOB_NOTES)),
+        "{rest:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hubs_body_wrapped_on_its_way_is_guarded_and_arrives_whole() {
+    use tower_http::map_response_body::MapResponseBodyLayer;
+    use tower_http::trace::TraceLayer;
+
+    let expected = |messages: &[Value]| {
+        let methods: Vec<&str> = messages
+            .iter()
+            .map(|m| m["method"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            methods,
+            [
+                "notifications/subscriptions/acknowledged",
+                "notifications/resources/updated",
+                ""
+            ],
+            "{messages:?}"
+        );
+        assert!(messages[..2].iter().all(|m| tag(m) == 1));
+        assert_eq!(messages[1]["params"]["uri"], ALICE_NOTES);
+        assert_eq!(messages[2]["id"], 1);
+    };
+    // Straight from the hub: not read again.
+    let stack = Stack::new(|b| b);
+    let (stream, treated) = through(&stack, tower::layer::util::Identity::new()).await;
+    assert!(treated.contains("PassThrough"), "unread: {treated}");
+    expected(&read_out(&stack, stream, 1).await);
+    // Wrapped by a map of its body: guarded, and whole.
+    let stack = Stack::new(|b| b);
+    let map =
+        MapResponseBodyLayer::new(|body: super::ResponseBody<Full<Bytes>>| body.boxed_unsync());
+    let (stream, treated) = through(&stack, map).await;
+    assert!(treated.contains("Events"), "guarded: {treated}");
+    expected(&read_out(&stack, stream, 1).await);
+    // Wrapped by a trace: the same.
+    let stack = Stack::new(|b| b);
+    let (stream, treated) = through(&stack, TraceLayer::new_for_http()).await;
+    assert!(treated.contains("Events"), "guarded: {treated}");
+    expected(&read_out(&stack, stream, 1).await);
 }

@@ -554,12 +554,12 @@ impl AnswerRule for ListenAnswer {
         Guard::new(self.filter)
     }
 
-    /// A stream the listen hub served for this very filter is within it.
-    fn vouched(&self, answer: &http::response::Parts) -> bool {
+    /// The listen hub's own stream for this very filter is within it.
+    fn vouched(&self, answer: &http::response::Parts, body: &dyn std::any::Any) -> bool {
         answer
             .extensions
             .get::<Served>()
-            .is_some_and(|served| served.vouches_for(&self.filter))
+            .is_some_and(|served| served.vouches(body, &self.filter))
     }
 }
 
