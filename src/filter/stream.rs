@@ -17,12 +17,15 @@ use super::HonouredFilter;
 /// guarded as usual. Only this crate can make one.
 #[derive(Clone, Copy)]
 pub(crate) struct Served {
-    is_stream: fn(&dyn Any, &HonouredFilter) -> bool,
+    is_stream: BodyTest,
 }
+
+/// The hub's test of a body: is it the hub's stream for this filter?
+pub(crate) type BodyTest = fn(&dyn Any, &HonouredFilter) -> bool;
 
 impl Served {
     #[cfg(feature = "hub")]
-    pub(crate) fn new(is_stream: fn(&dyn Any, &HonouredFilter) -> bool) -> Self {
+    pub(crate) fn new(is_stream: BodyTest) -> Self {
         Self { is_stream }
     }
 

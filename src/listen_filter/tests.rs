@@ -1941,7 +1941,7 @@ fn is_not_ours(_: &dyn std::any::Any, _: &HonouredFilter) -> bool {
 /// so: the test is given the inner's body itself and the listen's filter.
 #[tokio::test]
 async fn a_mark_spares_the_guard_only_when_its_test_finds_the_body_its_own() {
-    use crate::filter::stream::Served;
+    use crate::filter::stream::{BodyTest, Served};
 
     let leak = note(
         "notifications/resources/updated",
@@ -1949,7 +1949,7 @@ async fn a_mark_spares_the_guard_only_when_its_test_finds_the_body_its_own() {
         &format!(r#""uri":"{BOB_NOTES}""#),
     );
     let stream = ack_event("7", ANONYMOUS_ACK) + &leak;
-    let tests: [(fn(&dyn std::any::Any, &HonouredFilter) -> bool, String); 2] = [
+    let tests: [(BodyTest, String); 2] = [
         (is_ours, stream.clone()),
         (is_not_ours, ack_event("7", ANONYMOUS_ACK)),
     ];
