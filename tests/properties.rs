@@ -7,6 +7,8 @@
 //! check the fuzzer runs on arbitrary bytes. The method peek and SSE checks
 //! reach crate-private code through the hidden `mcp_edge::fuzzing` module.
 
+#[path = "../fuzz/common/event_oracle.rs"]
+mod event_oracle;
 #[path = "../fuzz/common/filter_oracle.rs"]
 mod filter_oracle;
 #[path = "../fuzz/common/guard_oracle.rs"]
@@ -722,4 +724,83 @@ fn guard_generator_reaches_kept_and_dropped_messages() {
     let escaping = kept.replace("pub/a/x", "pub/a/../secret/e");
     assert!(mcp_edge::listen_filter::fuzz_guard(&filter, &[escaping.as_bytes()]).is_empty());
     guard_oracle::check(&filter, kept.as_bytes(), &[3, 40]);
+}
+
+// ---------------------------------------------------------------------------
+// The listen hub's event writer: what a publisher (or a bus message) puts in
+// a task status never makes a member the hub writes appear twice.
+
+/// Keys a publisher may send, the hub's own among them.
+fn event_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "_meta", "taskId", "status", "jsonrpc", "method", "params",
+            "io.modelcontextprotocol/subscriptionId", "",
+        ])
+        .prop_map(str::to_owned),
+        1 => "\\PC{0,6}",
+    ]
+}
+
+fn event_value() -> impl Strategy<Value = serde_json::Value> {
+    use serde_json::Value;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        "\\PC{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((event_key(), inner), 0..4)
+                .prop_map(|members| Value::Object(members.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    /// Arbitrary task status params, `_meta` and the hub's own members among
+    /// them: each event is one JSON object with unique keys at every level,
+    /// the hub's members the hub's, the publisher's others as published.
+    #[test]
+    fn hub_events_have_unique_keys_whatever_the_params(
+        params in prop::collection::vec((event_key(), event_value()), 0..6),
+        meta in prop::collection::vec((event_key(), event_value()), 0..4),
+        task_id in "\\PC{0,8}",
+        id in prop::sample::select(vec!["7", "\"sub-1\"", "-0.5e3"]),
+    ) {
+        let mut params: serde_json::Map<_, _> = params.into_iter().collect();
+        if !meta.is_empty() {
+            params.insert("_meta".into(), serde_json::Value::Object(meta.into_iter().collect()));
+        }
+        let event = fuzzing::hub_task_event(&task_id, params.clone(), id);
+        event_oracle::check_task_event(&event, &task_id, &params, id);
+    }
+}
+
+/// A forged subscription id in `_meta` is replaced, another `_meta` member
+/// kept, a `_meta` that is not an object replaced; the reader rejects a key
+/// twice (the check is not vacuous).
+#[test]
+fn hub_events_merge_the_publishers_meta() {
+    let params = serde_json::json!({"status": "working", "taskId": "forged",
+        "_meta": {"io.modelcontextprotocol/subscriptionId": 99, "trace": "t-1"}});
+    let params = params.as_object().unwrap().clone();
+    let event = fuzzing::hub_task_event("t-1", params.clone(), "7");
+    event_oracle::check_task_event(&event, "t-1", &params, "7");
+    let text = String::from_utf8(event).unwrap();
+    assert_eq!(text.matches("_meta").count(), 1, "{text}");
+    assert!(
+        text.contains(r#""_meta":{"trace":"t-1","io.modelcontextprotocol/subscriptionId":7}"#),
+        "{text}"
+    );
+    let params = serde_json::json!({"_meta": "not an object"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let event = fuzzing::hub_task_event("t-1", params.clone(), "7");
+    event_oracle::check_task_event(&event, "t-1", &params, "7");
+    assert!(event_oracle::strict(r#"{"a":{"b":1,"b":2}}"#).is_err());
+    assert!(event_oracle::strict(r#"{"a":{"b":1,"c":2}}"#).is_ok());
 }

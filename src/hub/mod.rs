@@ -68,6 +68,8 @@ pub use self::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox, 
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisBus, RedisBusError};
+#[cfg(feature = "fuzzing")]
+pub(crate) use self::stream::event_of;
 pub use self::stream::{ListenStream, Watch};
 
 use self::bus::SharedBus;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::bus::{BusReady, Channel};
 use super::registry::heard;
@@ -44,18 +44,31 @@ const TAIL: &str = "}}}\n\n";
 /// What a stream writes after an item's head: its subscription id (JSON
 /// text: a number or a string, which hold no line break) and [`TAIL`].
 pub(crate) fn tag(filter: &HonouredFilter) -> Box<[u8]> {
-    [filter.subscription_id().get(), TAIL]
-        .concat()
-        .into_bytes()
-        .into()
+    tag_of(filter.subscription_id().get())
+}
+
+/// The tag of subscription `id` (JSON text).
+fn tag_of(id: &str) -> Box<[u8]> {
+    [id, TAIL].concat().into_bytes().into()
+}
+
+/// The event a stream of subscription `id` (JSON text) sends for `change`.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn event_of(change: &Change, id: &str) -> Bytes {
+    Item::of(change).event(&tag_of(id), &mut BytesMut::new())
 }
 
 impl Item {
-    /// The item of `change`.
+    /// The item of `change`. The hub owns the members it writes: the
+    /// message's `jsonrpc` and `method`, a task's `taskId`, and the
+    /// subscription id in `params._meta`. A task's `params` may bring other
+    /// members of `_meta` (kept, merged with the hub's), never a second one
+    /// of the hub's: every event is one JSON object with unique keys.
     pub(crate) fn of(change: &Change) -> Self {
         let mut head = String::with_capacity(160);
         head.push_str(r#"data: {"jsonrpc":"2.0","method":""#);
         let mut list = None;
+        let mut meta = None;
         match change {
             Change::ResourceUpdated { uri } => {
                 head.push_str(r#"notifications/resources/updated","params":{"uri":"#);
@@ -72,13 +85,23 @@ impl Item {
             } => {
                 let mut params = params.clone();
                 params.insert("taskId".into(), task_id.as_str().into());
-                let object = Value::Object(params).to_string();
+                // A `_meta` that is not an object cannot be merged: it is replaced.
+                meta = match params.remove("_meta") {
+                    Some(Value::Object(mut meta)) => {
+                        meta.remove(SUBSCRIPTION_ID);
+                        Some(meta)
+                    }
+                    _ => None,
+                };
                 head.push_str(r#"notifications/tasks","params":{"#);
-                head.push_str(&object[1..object.len() - 1]);
-                head.push(',');
+                push_members(&mut head, &params);
             }
         }
-        head.push_str(r#""_meta":{""#);
+        head.push_str(r#""_meta":{"#);
+        if let Some(meta) = &meta {
+            push_members(&mut head, meta);
+        }
+        head.push('"');
         head.push_str(SUBSCRIPTION_ID);
         head.push_str(r#"":"#);
         Self(Arc::new(Notice {
@@ -114,6 +137,16 @@ impl Item {
     fn write(&self, tag: &[u8], buffer: &mut BytesMut) {
         buffer.extend_from_slice(self.0.head.as_bytes());
         buffer.extend_from_slice(tag);
+    }
+}
+
+/// Writes each member of `object` and a comma after it.
+fn push_members(head: &mut String, object: &Map<String, Value>) {
+    for (key, value) in object {
+        head.push_str(&serde_json::to_string(key).expect("a string serializes"));
+        head.push(':');
+        head.push_str(&value.to_string());
+        head.push(',');
     }
 }
 
