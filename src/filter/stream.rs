@@ -53,24 +53,41 @@ pub(crate) fn acknowledgment(filter: &HonouredFilter, notifications: &str) -> St
 
 /// The sub-resource rule: an honoured URI covers itself and every URI below
 /// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
-/// A URI with a `.` or `..` path segment, raw or percent-encoded, is covered
-/// only by itself: `…/alice/notes/../../bob/notes` is not below
-/// `…/alice/notes`.
+/// A URI that a client could resolve to another path
+/// ([`resolves_elsewhere`]) is covered only by itself:
+/// `…/alice/notes/../../bob/notes` is not below `…/alice/notes`.
 pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
     match uri.strip_prefix(honoured) {
         Some([]) => true,
-        Some(rest) => (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !has_dot_segment(uri),
+        Some(rest) => {
+            (honoured.ends_with(b"/") || rest.starts_with(b"/")) && !resolves_elsewhere(uri)
+        }
         None => false,
     }
+}
+
+/// True when a client could read `uri` as another path than it spells, so
+/// that no prefix may vouch for it. A WHATWG URL parser (browsers, Node's
+/// `new URL`) takes `\` for `/` in special schemes and removes TAB, LF and
+/// CR anywhere; RFC 3986 allows no control character at all. So: a `\`,
+/// any ASCII control character (below 0x20, and 0x7F), or a `.` or `..`
+/// path segment, each dot raw or `%2e` / `%2E`. (A dot segment that only
+/// the removal of TAB, LF or CR makes holds one of them: it is caught too.)
+pub(crate) fn resolves_elsewhere(uri: &[u8]) -> bool {
+    // Every byte is looked at (no early exit): the loop vectorizes.
+    let odd = uri.iter().fold(false, |odd, &b| {
+        odd | (b < 0x20) | (b == b'\\') | (b == 0x7F)
+    });
+    odd || has_dot_segment(uri)
 }
 
 /// The URIs that cover `uri` by the sub-resource rule, each once, shortest
 /// first: every prefix of it that ends before or after a `/`, and `uri`
 /// itself, that [`covers`] it. (A prefix ending there covers `uri` unless
-/// `uri` has a dot segment, which only `uri` itself covers.)
+/// a client could resolve `uri` elsewhere: then only `uri` covers it.)
 #[cfg(feature = "hub")]
 pub(crate) fn coverers(uri: &str) -> impl Iterator<Item = &str> {
-    let below = !has_dot_segment(uri.as_bytes());
+    let below = !resolves_elsewhere(uri.as_bytes());
     let ends = memchr::memchr_iter(b'/', uri.as_bytes())
         .filter(move |_| below)
         .flat_map(|at| [at, at + 1]);
@@ -101,6 +118,65 @@ fn has_dot_segment(uri: &[u8]) -> bool {
     })
 }
 
+/// URI spellings below `file:///public/` by their bytes, each with the URI
+/// a WHATWG URL parser reads in it (Node's `new URL(..).href`): only the
+/// plain ones may be covered by a prefix.
+#[cfg(test)]
+pub(crate) const SPELLINGS: &[(&str, &str)] = &[
+    ("file:///public/..\\home\\x", "file:///home/x"),
+    ("file:///public/.\t./home/x", "file:///home/x"),
+    ("file:///public/%2e\n%2e/home/x", "file:///home/x"),
+    ("file:///public/%2E%2E/home/x", "file:///home/x"),
+    ("file:///public/.%2e/home/x", "file:///home/x"),
+    ("file:///public/\r../home/x", "file:///home/x"),
+    ("file:///public/\\..\\..\\home", "file:///home"),
+    ("file:///public/x/.%2E", "file:///public/"),
+    ("file:///public/.\u{7f}./home", "file:///public/.%7F./home"),
+    ("file:///public/x\u{0}y", "file:///public/x%00y"),
+    // Plain: read as spelled.
+    ("file:///public/..%5Chome", "file:///public/..%5Chome"),
+    ("file:///public/a/b", "file:///public/a/b"),
+    ("file:///public/...", "file:///public/..."),
+    ("file:///public/.hidden", "file:///public/.hidden"),
+];
+
+/// The prefix [`SPELLINGS`] are below.
+#[cfg(test)]
+pub(crate) const SPELLED_BELOW: &str = "file:///public/";
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::{covers, resolves_elsewhere, SPELLED_BELOW, SPELLINGS};
+
+    /// A prefix covers a spelling only when it is plain, and then what a
+    /// client reads in it is below the prefix too; its own spelling always
+    /// covers it.
+    #[test]
+    fn a_uri_a_client_reads_elsewhere_is_covered_only_by_itself() {
+        let mut plain = 0;
+        for (spelling, read) in SPELLINGS {
+            let covered = covers(SPELLED_BELOW.as_bytes(), spelling.as_bytes());
+            assert_eq!(
+                covered,
+                !resolves_elsewhere(spelling.as_bytes()),
+                "{spelling:?}"
+            );
+            if covered {
+                plain += 1;
+                assert!(read.starts_with(SPELLED_BELOW), "{spelling:?} reads {read}");
+            }
+            assert!(
+                covers(spelling.as_bytes(), spelling.as_bytes()),
+                "{spelling:?}"
+            );
+        }
+        assert_eq!(plain, 4);
+        for odd in ["a\\b", "a\u{1f}", "a\u{7f}", "a/./b", "a/%2e%2E"] {
+            assert!(resolves_elsewhere(odd.as_bytes()), "{odd:?}");
+        }
+    }
+}
+
 #[cfg(all(test, feature = "hub"))]
 mod tests {
     use super::{coverers, covers};
@@ -116,6 +192,8 @@ mod tests {
             "file:///a/./b",
             "file:///a/%2E%2e/b",
             "file:///a/..b/c",
+            "file:///a/..\\b/c",
+            "file:///a/.\t./c",
             "/a/b",
             "db://x",
             "weird:no-slash",

@@ -942,3 +942,56 @@ async fn the_hubs_body_wrapped_on_its_way_is_guarded_and_arrives_whole() {
     assert!(treated.contains("Events"), "guarded: {treated}");
     expected(&read_out(&stack, stream, 1).await);
 }
+
+/// A profile whose hook reads by prefix: everything below `file:///public/`.
+fn prefix_profile() -> ServerProfile {
+    use crate::filter::stream::SPELLED_BELOW;
+    ServerProfile::builder()
+        .resource_access(|_: Option<&Principal>, uris: &[&str]| {
+            std::future::ready(
+                uris.iter()
+                    .map(|uri| uri.starts_with(SPELLED_BELOW))
+                    .collect(),
+            )
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_hub_delivers_below_a_prefix_only_what_a_client_reads_there() {
+    use crate::filter::stream::{resolves_elsewhere, SPELLED_BELOW, SPELLINGS};
+
+    let profile = prefix_profile();
+    let hub = ListenHub::new(profile.clone());
+    let open = |uri: &str| {
+        let mut service = ServiceBuilder::new()
+            .layer(ListenFilterLayer::new(profile.clone()))
+            .layer(hub.layer())
+            .service(tower::service_fn(inner as fn(_) -> _));
+        let request = listen(None, 1, json!({"resourceSubscriptions": [uri]}));
+        async move {
+            let response = service.ready().await.unwrap().call(request).await.unwrap();
+            let mut stream = Stream(response.into_body().boxed_unsync());
+            stream.message().await;
+            stream
+        }
+    };
+    let mut below = open(SPELLED_BELOW).await;
+    let publisher = hub.publisher();
+    for (spelling, read) in SPELLINGS {
+        let heard = publisher.resource_updated(spelling).await.streams;
+        let plain = !resolves_elsewhere(spelling.as_bytes());
+        assert_eq!(heard, usize::from(plain), "{spelling:?}");
+        if plain {
+            assert!(read.starts_with(SPELLED_BELOW));
+            assert_eq!(below.message().await["params"]["uri"], *spelling);
+        }
+    }
+    below.quiet(10).await;
+    // Honoured exactly, an odd spelling is heard.
+    let (odd, _) = SPELLINGS[0];
+    let mut exact = open(odd).await;
+    assert_eq!(publisher.resource_updated(odd).await.streams, 1);
+    assert_eq!(exact.message().await["params"]["uri"], odd);
+}

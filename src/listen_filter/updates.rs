@@ -14,6 +14,7 @@ use memchr::memmem;
 use crate::access::{Decision, Decisions};
 use crate::codec::json;
 use crate::codec::sse::Event;
+use crate::filter::stream::resolves_elsewhere;
 use crate::hooks::HookFuture;
 use crate::http::event_stream::Screen;
 use crate::{Principal, ServerProfile};
@@ -245,6 +246,11 @@ impl Screen for Updates {
         let Some(access) = self.profile.resource_access() else {
             return Poll::Ready(true);
         };
+        // The hook judges the URI as spelled; a client may read another
+        // path in it, and no honoured URI matches it exactly here.
+        if uris.iter().any(|uri| resolves_elsewhere(uri.as_bytes())) {
+            return seen.drop_one("a URI a client could resolve to another path");
+        }
         let now = Instant::now();
         let mut unknown: Vec<&str> = Vec::new();
         for uri in &uris {
