@@ -165,6 +165,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         router,
         hub,
         stop_rmcp,
+        ..
     } = app::build_on(local.port(), args.bare, args.bounds, bus(args.redis)?)?;
 
     let listener = listener.tap_io(|tcp| {

@@ -8,10 +8,12 @@
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_edge::hub::ListenHub;
 use mcp_edge_reference::app;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -33,6 +35,7 @@ const ANONYMOUS: Option<&str> = None;
 struct Server {
     port: u16,
     hub: ListenHub,
+    rmcp_sessions: Arc<LocalSessionManager>,
     stop_rmcp: Option<Box<dyn FnOnce() + Send>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -57,10 +60,16 @@ impl Server {
         Self {
             port,
             hub: app.hub,
+            rmcp_sessions: app.rmcp_sessions,
             stop_rmcp: Some(app.stop_rmcp),
             shutdown: Some(shutdown),
             task: Some(tokio::spawn(server.into_future())),
         }
+    }
+
+    /// How many legacy sessions rmcp holds live.
+    async fn live_sessions(&self) -> usize {
+        self.rmcp_sessions.sessions.read().await.len()
     }
 
     /// Ends every stream, stops accepting, and waits (bounded) for the end.
@@ -698,25 +707,38 @@ async fn bad_tokens_and_foreign_hosts_are_refused() {
 
 /// A legacy `initialize` by `token`: the status and the session id.
 async fn initialize(port: u16, token: Option<&str>) -> (u16, Option<String>, Value) {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": { "name": "reference-test", "version": "1" },
-        },
-    })
-    .to_string();
-    let auth = token.map(|token| format!("Bearer {token}"));
-    let mut headers = vec![
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-    ];
-    headers.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
-    let response = request(port, "POST", &headers, Some(&body)).await;
+    let response = post_as(port, token, &[], &initialize_body(LEGACY, None)).await;
     let session = response.header("mcp-session-id").map(str::to_owned);
     let status = response.status;
     (status, session, response.message().await)
+}
+
+/// An `initialize` naming `version`, with `meta` as its `params._meta`.
+fn initialize_body(version: &str, meta: Option<Value>) -> String {
+    let mut body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": { "name": "reference-test", "version": "1" },
+        },
+    });
+    if let Some(meta) = meta {
+        body["params"]["_meta"] = meta;
+    }
+    body.to_string()
+}
+
+/// A JSON `POST` of `body` by `token`, with `headers` too.
+async fn post_as(port: u16, token: Option<&str>, headers: &[(&str, &str)], body: &str) -> Response {
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
+    all.extend_from_slice(headers);
+    request(port, "POST", &all, Some(body)).await
 }
 
 /// A `DELETE` of `session` by `token`, with `version` as its protocol version.
@@ -881,5 +903,66 @@ async fn a_404_of_the_edge_does_not_unbind_a_session() {
         "bob cannot attach"
     );
     assert_eq!(get_status(port, ALICE, &session).await, 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_caller_at_its_session_cap_opens_none_in_disguise() {
+    let server = Server::start_with(app::Bounds {
+        sessions_per_caller: 1,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    assert_eq!(initialize(port, ALICE).await.0, 200);
+    assert_eq!(server.live_sessions().await, 1);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let modern_header = [("MCP-Protocol-Version", MODERN)];
+    // rmcp opens a session for each of these, whatever they claim.
+    let disguises = [
+        ("no version header", &[][..], initialize_body(LEGACY, None)),
+        (
+            "a 2026-07-28 header",
+            &modern_header[..],
+            initialize_body(MODERN, None),
+        ),
+        (
+            "modern _meta and header",
+            &modern_header[..],
+            initialize_body(MODERN, Some(meta.clone())),
+        ),
+        (
+            "modern _meta, no header",
+            &[][..],
+            initialize_body(LEGACY, Some(meta)),
+        ),
+        (
+            "a session id that is not ASCII",
+            &[("Mcp-Session-Id", "sessi\u{f3}n")][..],
+            initialize_body(LEGACY, None),
+        ),
+    ];
+    for (disguise, headers, body) in &disguises {
+        let response = post_as(port, ALICE, headers, body).await;
+        let session = response.header("mcp-session-id").map(str::to_owned);
+        assert_eq!((response.status, session), (429, None), "{disguise}");
+        let refused = response.message().await;
+        assert_eq!(refused["error"]["code"], -32600, "{disguise}: {refused}");
+        assert_eq!(
+            server.live_sessions().await,
+            1,
+            "{disguise}: no new session"
+        );
+    }
+    // Under its cap, bob's disguised opening is bound to him like any other.
+    let (_, headers, body) = &disguises[1];
+    let response = post_as(port, BOB, headers, body).await;
+    assert_eq!(response.status, 200);
+    let session = response.header("mcp-session-id").expect("a session");
+    assert_eq!(get_status(port, ALICE, session).await, 404, "bob's alone");
+    assert_eq!(server.live_sessions().await, 2);
     server.stop().await;
 }

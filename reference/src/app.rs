@@ -39,6 +39,8 @@ pub struct App {
     pub hub: ListenHub,
     /// Stops rmcp: its sessions and its open streams.
     pub stop_rmcp: Box<dyn FnOnce() + Send>,
+    /// rmcp's legacy sessions; `sessions` holds the live ones.
+    pub rmcp_sessions: Arc<LocalSessionManager>,
 }
 
 /// What the server offers. The hooks read the same store as the handler.
@@ -170,7 +172,7 @@ pub fn build_on(
     // `layer` wraps what is already there: the last one added runs first.
     let router = routes
         .layer(from_fn_with_state(
-            edge::Sessions::new(bounds.sessions, bounds.sessions_per_caller, Some(manager)),
+            edge::Sessions::new(bounds.sessions, bounds.sessions_per_caller, manager.clone()),
             edge::bind_sessions,
         ))
         .layer(from_fn(edge::bearer_auth))
@@ -182,6 +184,7 @@ pub fn build_on(
         router,
         hub,
         stop_rmcp: Box::new(move || rmcp_token.cancel()),
+        rmcp_sessions: manager,
     })
 }
 
