@@ -25,7 +25,10 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use crate::edge;
 use crate::endpoint::{McpEndpoint, RmcpService};
 use crate::handler::Demo;
+use crate::peer;
 use crate::store::Store;
+
+pub use crate::peer::PeerAddress;
 
 /// Keep-alive comment interval on rmcp's idle streams.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -91,8 +94,12 @@ pub struct Bounds {
     /// How long a request body may go without a frame before it is cut off
     /// (default 10 s).
     pub body_read: Duration,
-    /// Most listen streams one caller may hold open (default 64).
+    /// Most listen streams one caller may hold open (default 64); each
+    /// anonymous peer address counts as a caller of its own.
     pub streams_per_caller: usize,
+    /// Where an anonymous caller's address is read, for
+    /// `streams_per_caller` (default: the connection's peer).
+    pub peer_address: PeerAddress,
     /// How long an idle listen stream waits before a keep-alive comment
     /// (default 15 s).
     pub keep_alive: Duration,
@@ -106,6 +113,7 @@ impl Default for Bounds {
             session_idle: Duration::from_secs(300),
             body_read: Duration::from_secs(10),
             streams_per_caller: 64,
+            peer_address: PeerAddress::Connection,
             keep_alive: KEEP_ALIVE,
         }
     }
@@ -132,9 +140,12 @@ pub fn build_on(
 ) -> Result<App, Box<dyn Error>> {
     let store = Store::demo();
     let profile = profile(&store)?;
+    let keys = profile.clone();
     let mut hub = ListenHub::builder(profile.clone())
         .keep_alive(bounds.keep_alive)
-        .max_streams_per_caller(bounds.streams_per_caller);
+        .max_streams_per_caller(bounds.streams_per_caller)
+        // Anonymous callers by address: otherwise they all share one count.
+        .admission_key(move |parts| peer::admission_key(&keys, bounds.peer_address, parts));
     if let Some(bus) = bus {
         hub = hub.bus(bus);
     }
