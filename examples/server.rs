@@ -23,8 +23,9 @@
 //!    instances on one Redis share listen topics.
 //! 5. rmcp (`handler.rs`).
 //!
-//! Listen streams are capped per caller (`--max-streams-per-caller`); an
-//! anonymous caller is counted by its peer's address, which axum puts in
+//! Listen streams are capped in all (`--max-streams`, default 10 000) and
+//! per caller (`--max-streams-per-caller`, default 64); a listen over a cap
+//! is answered 429. An anonymous caller is counted by its peer's address, which axum puts in
 //! each request's extensions (`ConnectInfo`, below). Behind a reverse
 //! proxy, `--trust-forwarded-for` takes that address from the rightmost
 //! `X-Forwarded-For` entry, the one the proxy appended; without the flag
@@ -73,7 +74,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N]
               [--max-sessions-per-caller N] [--body-timeout SECS]
-              [--max-streams-per-caller N] [--trust-forwarded-for]
+              [--max-streams N] [--max-streams-per-caller N] [--trust-forwarded-for]
               [--keep-alive-secs N] [--redis URL]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
@@ -81,6 +82,7 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
   --max-sessions N             most legacy sessions open at once (default 1000)
   --max-sessions-per-caller N  most per caller, anonymous callers together (default 16)
   --body-timeout SECS          cut off a request body idle this long (default 10)
+  --max-streams N              most listen streams open at once (default 10000)
   --max-streams-per-caller N   most listen streams per caller, each anonymous
                                peer address counting as one (default 64)
   --trust-forwarded-for        take an anonymous caller's address from the rightmost
@@ -122,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
             "--body-timeout" => {
                 args.bounds.body_read = Duration::from_secs(number(&mut argv, &arg)?);
             }
+            "--max-streams" => args.bounds.streams = number(&mut argv, &arg)? as usize,
             "--max-streams-per-caller" => {
                 args.bounds.streams_per_caller = number(&mut argv, &arg)? as usize;
             }

@@ -1158,3 +1158,45 @@ async fn a_trusted_forwarded_for_counts_its_rightmost_address() {
     drop(open);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_listen_over_the_global_cap_is_refused() {
+    let server = Server::start_with(app::Bounds {
+        streams: 2,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let mut open = Vec::new();
+    for token in [ALICE, BOB] {
+        let client = Client::default();
+        assert_eq!(readme_listen(port, client, token, &mut open).await.0, 200);
+    }
+    // Alice holds one stream of her 64, but the server holds all it may.
+    let response = listen_via(
+        Client::default(),
+        port,
+        ALICE,
+        json!({ "resourceSubscriptions": ["demo://public/readme"] }),
+    )
+    .await;
+    assert_eq!(response.status, 429);
+    assert!(response.header("retry-after").is_some());
+    let error = response.message().await["error"].clone();
+    assert_eq!(error["code"], -32013, "{error}");
+    assert_eq!(error["data"], json!({ "limit": "streams", "max": 2 }));
+    // A stream that ends frees its place.
+    drop(open.pop());
+    timeout(WAIT, async {
+        while open_streams(port).await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the dropped stream unregistered");
+    let mut reopened = Vec::new();
+    let again = readme_listen(port, Client::default(), ALICE, &mut reopened).await;
+    assert_eq!(again.0, 200);
+    drop((open, reopened));
+    server.stop().await;
+}

@@ -94,6 +94,9 @@ pub struct Bounds {
     /// How long a request body may go without a frame before it is cut off
     /// (default 10 s).
     pub body_read: Duration,
+    /// Most listen streams open at once, whoever holds them (default
+    /// 10 000).
+    pub streams: usize,
     /// Most listen streams one caller may hold open (default 64); each
     /// anonymous peer address counts as a caller of its own.
     pub streams_per_caller: usize,
@@ -112,6 +115,7 @@ impl Default for Bounds {
             sessions_per_caller: 16,
             session_idle: Duration::from_secs(300),
             body_read: Duration::from_secs(10),
+            streams: 10_000,
             streams_per_caller: 64,
             peer_address: PeerAddress::Connection,
             keep_alive: KEEP_ALIVE,
@@ -143,6 +147,7 @@ pub fn build_on(
     let keys = profile.clone();
     let mut hub = ListenHub::builder(profile.clone())
         .keep_alive(bounds.keep_alive)
+        .max_streams(bounds.streams)
         .max_streams_per_caller(bounds.streams_per_caller)
         // Anonymous callers by address: otherwise they all share one count.
         .admission_key(move |parts| peer::admission_key(&keys, bounds.peer_address, parts));
