@@ -25,11 +25,14 @@
 //!
 //! Listen streams are capped in all (`--max-streams`, default 10 000) and
 //! per caller (`--max-streams-per-caller`, default 64); a listen over a cap
-//! is answered 429. An anonymous caller is counted by its peer's address, which axum puts in
-//! each request's extensions (`ConnectInfo`, below). Behind a reverse
-//! proxy, `--trust-forwarded-for` takes that address from the rightmost
-//! `X-Forwarded-For` entry, the one the proxy appended; without the flag
-//! the header is ignored, as any client can write it.
+//! is answered 429. An anonymous caller is counted by its peer's address,
+//! which axum puts in each request's extensions (`ConnectInfo`, below).
+//! Behind a reverse proxy, `--trust-forwarded-for` takes that address from
+//! the rightmost `X-Forwarded-For` entry, the one the proxy appended;
+//! without the flag the header is ignored, as any client can write it.
+//! Legacy sessions are capped too (`--max-sessions`,
+//! `--max-sessions-per-caller`), on what rmcp answers: a session opened
+//! beyond the caps is closed and the answer is 429.
 //!
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
