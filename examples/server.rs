@@ -23,6 +23,17 @@
 //!    instances on one Redis share listen topics.
 //! 5. rmcp (`handler.rs`).
 //!
+//! Listen streams are capped in all (`--max-streams`, default 10 000) and
+//! per caller (`--max-streams-per-caller`, default 64); a listen over a cap
+//! is answered 429. An anonymous caller is counted by its peer's address,
+//! which axum puts in each request's extensions (`ConnectInfo`, below).
+//! Behind a reverse proxy, `--trust-forwarded-for` takes that address from
+//! the rightmost `X-Forwarded-For` entry, the one the proxy appended;
+//! without the flag the header is ignored, as any client can write it.
+//! Legacy sessions are capped too (`--max-sessions`,
+//! `--max-sessions-per-caller`), on what rmcp answers: a session opened
+//! beyond the caps is closed and the answer is 429.
+//!
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
@@ -66,14 +77,19 @@ const DRAIN: Duration = Duration::from_secs(10);
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N]
               [--max-sessions-per-caller N] [--body-timeout SECS]
-              [--max-streams-per-caller N] [--keep-alive-secs N] [--redis URL]
+              [--max-streams N] [--max-streams-per-caller N] [--trust-forwarded-for]
+              [--keep-alive-secs N] [--redis URL]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
   --max-sessions N             most legacy sessions open at once (default 1000)
   --max-sessions-per-caller N  most per caller, anonymous callers together (default 16)
   --body-timeout SECS          cut off a request body idle this long (default 10)
-  --max-streams-per-caller N   most listen streams per caller (default 64)
+  --max-streams N              most listen streams open at once (default 10000)
+  --max-streams-per-caller N   most listen streams per caller, each anonymous
+                               peer address counting as one (default 64)
+  --trust-forwarded-for        take an anonymous caller's address from the rightmost
+                               X-Forwarded-For entry (only behind a proxy that appends it)
   --keep-alive-secs N          keep-alive comment on an idle listen stream (default 15)
   --redis URL                  share listen topics with every instance on this Redis
                                (built with --features redis)";
@@ -111,8 +127,12 @@ fn parse_args() -> Result<Args, String> {
             "--body-timeout" => {
                 args.bounds.body_read = Duration::from_secs(number(&mut argv, &arg)?);
             }
+            "--max-streams" => args.bounds.streams = number(&mut argv, &arg)? as usize,
             "--max-streams-per-caller" => {
                 args.bounds.streams_per_caller = number(&mut argv, &arg)? as usize;
+            }
+            "--trust-forwarded-for" => {
+                args.bounds.peer_address = app::PeerAddress::ForwardedFor;
             }
             "--keep-alive-secs" => {
                 args.bounds.keep_alive = Duration::from_secs(number(&mut argv, &arg)?);
@@ -165,6 +185,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         router,
         hub,
         stop_rmcp,
+        ..
     } = app::build_on(local.port(), args.bare, args.bounds, bus(args.redis)?)?;
 
     let listener = listener.tap_io(|tcp| {
@@ -191,6 +212,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
             let _ = signalled.send(());
         }
     };
+    // Each request carries its peer's address (`ConnectInfo<SocketAddr>`):
+    // anonymous listens are counted by it.
     let service = router.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, service).with_graceful_shutdown(shutdown);
     let mut server = tokio::spawn(server.into_future());

@@ -7,14 +7,16 @@
 //! Every wait is bounded, and every server is stopped at the end of its test.
 
 use std::future::IntoFuture;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_edge::hub::ListenHub;
 use mcp_edge_reference::app;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::time::timeout;
 
 /// The bound on any single wait in these tests.
@@ -33,6 +35,7 @@ const ANONYMOUS: Option<&str> = None;
 struct Server {
     port: u16,
     hub: ListenHub,
+    rmcp_sessions: Arc<LocalSessionManager>,
     stop_rmcp: Option<Box<dyn FnOnce() + Send>>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -57,10 +60,16 @@ impl Server {
         Self {
             port,
             hub: app.hub,
+            rmcp_sessions: app.rmcp_sessions,
             stop_rmcp: Some(app.stop_rmcp),
             shutdown: Some(shutdown),
             task: Some(tokio::spawn(server.into_future())),
         }
+    }
+
+    /// How many legacy sessions rmcp holds live.
+    async fn live_sessions(&self) -> usize {
+        self.rmcp_sessions.sessions.read().await.len()
     }
 
     /// Ends every stream, stops accepting, and waits (bounded) for the end.
@@ -202,16 +211,47 @@ impl Response {
     }
 }
 
+/// Where a request comes from: the client's address (default 127.0.0.1),
+/// and the `X-Forwarded-For` a proxy in front would add.
+#[derive(Default, Clone, Copy)]
+struct Client<'a> {
+    address: Option<Ipv4Addr>,
+    forwarded_for: Option<&'a str>,
+}
+
+impl Client<'_> {
+    async fn connect(&self, port: u16) -> TcpStream {
+        let socket = TcpSocket::new_v4().expect("a socket");
+        if let Some(address) = self.address {
+            socket
+                .bind(SocketAddr::new(IpAddr::V4(address), 0))
+                .expect("bind the client's address");
+        }
+        socket
+            .connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .await
+            .expect("connect")
+    }
+}
+
 async fn request(
     port: u16,
     method: &str,
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> Response {
+    request_via(Client::default(), port, method, headers, body).await
+}
+
+async fn request_via(
+    client: Client<'_>,
+    port: u16,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Response {
     timeout(WAIT, async {
-        let stream = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .expect("connect");
+        let stream = client.connect(port).await;
         let mut reader = BufReader::new(stream);
         let mut head = format!("{method} /mcp HTTP/1.1\r\nConnection: close\r\n");
         if !headers
@@ -222,6 +262,9 @@ async fn request(
         }
         for (name, value) in headers {
             head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if let Some(value) = client.forwarded_for {
+            head.push_str(&format!("X-Forwarded-For: {value}\r\n"));
         }
         let body = body.unwrap_or("");
         if method == "POST" {
@@ -286,6 +329,19 @@ async fn modern(
     params: Value,
     capabilities: Value,
 ) -> Response {
+    let client = Client::default();
+    modern_via(client, port, token, method, name, params, capabilities).await
+}
+
+async fn modern_via(
+    client: Client<'_>,
+    port: u16,
+    token: Option<&str>,
+    method: &str,
+    name: Option<&str>,
+    params: Value,
+    capabilities: Value,
+) -> Response {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -305,7 +361,7 @@ async fn modern(
     if let Some(auth) = &auth {
         headers.push(("Authorization", auth));
     }
-    request(port, "POST", &headers, Some(&body.to_string())).await
+    request_via(client, port, "POST", &headers, Some(&body.to_string())).await
 }
 
 async fn call_tool(port: u16, token: Option<&str>, tool: &str, arguments: Value) -> Value {
@@ -319,17 +375,7 @@ async fn call_tool(port: u16, token: Option<&str>, tool: &str, arguments: Value)
 
 /// Opens a listen stream and returns it with its acknowledged notifications.
 async fn listen(port: u16, token: Option<&str>, notifications: Value) -> (Response, Value) {
-    let capabilities = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
-    let params = json!({ "notifications": notifications });
-    let mut stream = modern(
-        port,
-        token,
-        "subscriptions/listen",
-        None,
-        params,
-        capabilities,
-    )
-    .await;
+    let mut stream = listen_via(Client::default(), port, token, notifications).await;
     assert_eq!(stream.status, 200);
     let ack = stream.event().await;
     assert_eq!(
@@ -337,6 +383,19 @@ async fn listen(port: u16, token: Option<&str>, notifications: Value) -> (Respon
         "{ack}"
     );
     (stream, ack["params"]["notifications"].clone())
+}
+
+/// Sends a listen from `client`: the response, a stream or a refusal.
+async fn listen_via(
+    client: Client<'_>,
+    port: u16,
+    token: Option<&str>,
+    notifications: Value,
+) -> Response {
+    let capabilities = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let params = json!({ "notifications": notifications });
+    let method = "subscriptions/listen";
+    modern_via(client, port, token, method, None, params, capabilities).await
 }
 
 async fn open_streams(port: u16) -> u64 {
@@ -698,25 +757,38 @@ async fn bad_tokens_and_foreign_hosts_are_refused() {
 
 /// A legacy `initialize` by `token`: the status and the session id.
 async fn initialize(port: u16, token: Option<&str>) -> (u16, Option<String>, Value) {
-    let body = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": { "name": "reference-test", "version": "1" },
-        },
-    })
-    .to_string();
-    let auth = token.map(|token| format!("Bearer {token}"));
-    let mut headers = vec![
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-    ];
-    headers.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
-    let response = request(port, "POST", &headers, Some(&body)).await;
+    let response = post_as(port, token, &[], &initialize_body(LEGACY, None)).await;
     let session = response.header("mcp-session-id").map(str::to_owned);
     let status = response.status;
     (status, session, response.message().await)
+}
+
+/// An `initialize` naming `version`, with `meta` as its `params._meta`.
+fn initialize_body(version: &str, meta: Option<Value>) -> String {
+    let mut body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": { "name": "reference-test", "version": "1" },
+        },
+    });
+    if let Some(meta) = meta {
+        body["params"]["_meta"] = meta;
+    }
+    body.to_string()
+}
+
+/// A JSON `POST` of `body` by `token`, with `headers` too.
+async fn post_as(port: u16, token: Option<&str>, headers: &[(&str, &str)], body: &str) -> Response {
+    let auth = token.map(|token| format!("Bearer {token}"));
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend(auth.as_deref().map(|auth| ("Authorization", auth)));
+    all.extend_from_slice(headers);
+    request(port, "POST", &all, Some(body)).await
 }
 
 /// A `DELETE` of `session` by `token`, with `version` as its protocol version.
@@ -881,5 +953,250 @@ async fn a_404_of_the_edge_does_not_unbind_a_session() {
         "bob cannot attach"
     );
     assert_eq!(get_status(port, ALICE, &session).await, 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_caller_at_its_session_cap_opens_none_in_disguise() {
+    let server = Server::start_with(app::Bounds {
+        sessions_per_caller: 1,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    assert_eq!(initialize(port, ALICE).await.0, 200);
+    assert_eq!(server.live_sessions().await, 1);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let modern_header = [("MCP-Protocol-Version", MODERN)];
+    // rmcp opens a session for each of these, whatever they claim.
+    let disguises = [
+        ("no version header", &[][..], initialize_body(LEGACY, None)),
+        (
+            "a 2026-07-28 header",
+            &modern_header[..],
+            initialize_body(MODERN, None),
+        ),
+        (
+            "modern _meta and header",
+            &modern_header[..],
+            initialize_body(MODERN, Some(meta.clone())),
+        ),
+        (
+            "modern _meta, no header",
+            &[][..],
+            initialize_body(LEGACY, Some(meta)),
+        ),
+        (
+            "a session id that is not ASCII",
+            &[("Mcp-Session-Id", "sessi\u{f3}n")][..],
+            initialize_body(LEGACY, None),
+        ),
+    ];
+    for (disguise, headers, body) in &disguises {
+        let response = post_as(port, ALICE, headers, body).await;
+        let session = response.header("mcp-session-id").map(str::to_owned);
+        assert_eq!((response.status, session), (429, None), "{disguise}");
+        let refused = response.message().await;
+        assert_eq!(refused["error"]["code"], -32600, "{disguise}: {refused}");
+        assert_eq!(
+            server.live_sessions().await,
+            1,
+            "{disguise}: no new session"
+        );
+    }
+    // Under its cap, bob's disguised opening is bound to him like any other.
+    let (_, headers, body) = &disguises[1];
+    let response = post_as(port, BOB, headers, body).await;
+    assert_eq!(response.status, 200);
+    let session = response.header("mcp-session-id").expect("a session");
+    assert_eq!(get_status(port, ALICE, session).await, 404, "bob's alone");
+    assert_eq!(server.live_sessions().await, 2);
+    server.stop().await;
+}
+
+// --- listen buckets -----------------------------------------------------------
+
+/// A listen for the public readme from `client`, kept open when admitted;
+/// the status, and the refusal's JSON-RPC error when there is one.
+async fn readme_listen(
+    port: u16,
+    client: Client<'_>,
+    token: Option<&str>,
+    open: &mut Vec<Response>,
+) -> (u16, Option<Value>) {
+    let notifications = json!({ "resourceSubscriptions": ["demo://public/readme"] });
+    let response = listen_via(client, port, token, notifications).await;
+    let status = response.status;
+    if status == 200 {
+        open.push(response);
+        return (status, None);
+    }
+    (status, Some(response.message().await["error"].clone()))
+}
+
+fn from_address(address: Ipv4Addr) -> Client<'static> {
+    Client {
+        address: Some(address),
+        forwarded_for: None,
+    }
+}
+
+fn forwarded_for(value: &str) -> Client<'_> {
+    Client {
+        address: None,
+        forwarded_for: Some(value),
+    }
+}
+
+/// Asserts a refusal for the per-caller cap of 1.
+fn assert_over_the_caller_cap(answer: (u16, Option<Value>), what: &str) {
+    let (status, error) = answer;
+    assert_eq!(status, 429, "{what}");
+    let error = error.unwrap_or_default();
+    assert_eq!(error["code"], -32013, "{what}: {error}");
+    assert_eq!(
+        error["data"],
+        json!({ "limit": "streams_per_caller", "max": 1 }),
+        "{what}"
+    );
+}
+
+/// Linux routes all of 127.0.0.0/8 to the loopback interface, so a client
+/// can come from 127.0.0.2 to a server on 127.0.0.1.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn anonymous_callers_are_counted_by_peer_address() {
+    let server = Server::start_with(app::Bounds {
+        streams_per_caller: 1,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let mut open = Vec::new();
+    let first = from_address(Ipv4Addr::new(127, 0, 0, 1));
+    let second = from_address(Ipv4Addr::new(127, 0, 0, 2));
+    assert_eq!(
+        readme_listen(port, first, ANONYMOUS, &mut open).await.0,
+        200
+    );
+    let again = readme_listen(port, first, ANONYMOUS, &mut open).await;
+    assert_over_the_caller_cap(again, "a second stream from 127.0.0.1");
+    // Another address is another anonymous caller, with a cap of its own.
+    assert_eq!(
+        readme_listen(port, second, ANONYMOUS, &mut open).await.0,
+        200
+    );
+    let again = readme_listen(port, second, ANONYMOUS, &mut open).await;
+    assert_over_the_caller_cap(again, "a second stream from 127.0.0.2");
+    // A caller with a name has its own bucket, whatever its address.
+    assert_eq!(readme_listen(port, first, ALICE, &mut open).await.0, 200);
+    assert_eq!(open_streams(port).await, 3);
+    drop(open);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_forged_forwarded_for_makes_no_new_bucket() {
+    let server = Server::start_with(app::Bounds {
+        streams_per_caller: 1,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let mut open = Vec::new();
+    let forged = forwarded_for("203.0.113.1");
+    assert_eq!(
+        readme_listen(port, forged, ANONYMOUS, &mut open).await.0,
+        200
+    );
+    for value in ["203.0.113.2", "198.51.100.1, 203.0.113.3"] {
+        let answer = readme_listen(port, forwarded_for(value), ANONYMOUS, &mut open).await;
+        assert_over_the_caller_cap(answer, value);
+    }
+    let plain = readme_listen(port, Client::default(), ANONYMOUS, &mut open).await;
+    assert_over_the_caller_cap(plain, "no X-Forwarded-For");
+    drop(open);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_trusted_forwarded_for_counts_its_rightmost_address() {
+    let server = Server::start_with(app::Bounds {
+        streams_per_caller: 1,
+        peer_address: app::PeerAddress::ForwardedFor,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let mut open = Vec::new();
+    for value in ["203.0.113.1", "203.0.113.2"] {
+        let client = forwarded_for(value);
+        assert_eq!(
+            readme_listen(port, client, ANONYMOUS, &mut open).await.0,
+            200,
+            "{value}"
+        );
+    }
+    // The proxy appended the last entry; the client wrote the ones before.
+    for value in [
+        "203.0.113.1",
+        "198.51.100.1, 203.0.113.2",
+        "203.0.113.2:4711",
+    ] {
+        let answer = readme_listen(port, forwarded_for(value), ANONYMOUS, &mut open).await;
+        assert_over_the_caller_cap(answer, value);
+    }
+    // Without the header, or with no address in it, the connection's peer counts.
+    let direct = readme_listen(port, Client::default(), ANONYMOUS, &mut open).await;
+    assert_eq!(direct.0, 200);
+    let garbage = readme_listen(port, forwarded_for("unknown"), ANONYMOUS, &mut open).await;
+    assert_over_the_caller_cap(garbage, "unknown");
+    assert_eq!(open_streams(port).await, 3);
+    drop(open);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_listen_over_the_global_cap_is_refused() {
+    let server = Server::start_with(app::Bounds {
+        streams: 2,
+        ..app::Bounds::default()
+    })
+    .await;
+    let port = server.port;
+    let mut open = Vec::new();
+    for token in [ALICE, BOB] {
+        let client = Client::default();
+        assert_eq!(readme_listen(port, client, token, &mut open).await.0, 200);
+    }
+    // Alice holds one stream of her 64, but the server holds all it may.
+    let response = listen_via(
+        Client::default(),
+        port,
+        ALICE,
+        json!({ "resourceSubscriptions": ["demo://public/readme"] }),
+    )
+    .await;
+    assert_eq!(response.status, 429);
+    assert!(response.header("retry-after").is_some());
+    let error = response.message().await["error"].clone();
+    assert_eq!(error["code"], -32013, "{error}");
+    assert_eq!(error["data"], json!({ "limit": "streams", "max": 2 }));
+    // A stream that ends frees its place.
+    drop(open.pop());
+    timeout(WAIT, async {
+        while open_streams(port).await != 1 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the dropped stream unregistered");
+    let mut reopened = Vec::new();
+    let again = readme_listen(port, Client::default(), ALICE, &mut reopened).await;
+    assert_eq!(again.0, 200);
+    drop((open, reopened));
     server.stop().await;
 }

@@ -25,7 +25,10 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 use crate::edge;
 use crate::endpoint::{McpEndpoint, RmcpService};
 use crate::handler::Demo;
+use crate::peer;
 use crate::store::Store;
+
+pub use crate::peer::PeerAddress;
 
 /// Keep-alive comment interval on rmcp's idle streams.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -39,6 +42,8 @@ pub struct App {
     pub hub: ListenHub,
     /// Stops rmcp: its sessions and its open streams.
     pub stop_rmcp: Box<dyn FnOnce() + Send>,
+    /// rmcp's legacy sessions; `sessions` holds the live ones.
+    pub rmcp_sessions: Arc<LocalSessionManager>,
 }
 
 /// What the server offers. The hooks read the same store as the handler.
@@ -89,8 +94,15 @@ pub struct Bounds {
     /// How long a request body may go without a frame before it is cut off
     /// (default 10 s).
     pub body_read: Duration,
-    /// Most listen streams one caller may hold open (default 64).
+    /// Most listen streams open at once, whoever holds them (default
+    /// 10 000).
+    pub streams: usize,
+    /// Most listen streams one caller may hold open (default 64); each
+    /// anonymous peer address counts as a caller of its own.
     pub streams_per_caller: usize,
+    /// Where an anonymous caller's address is read, for
+    /// `streams_per_caller` (default: the connection's peer).
+    pub peer_address: PeerAddress,
     /// How long an idle listen stream waits before a keep-alive comment
     /// (default 15 s).
     pub keep_alive: Duration,
@@ -103,7 +115,9 @@ impl Default for Bounds {
             sessions_per_caller: 16,
             session_idle: Duration::from_secs(300),
             body_read: Duration::from_secs(10),
+            streams: 10_000,
             streams_per_caller: 64,
+            peer_address: PeerAddress::Connection,
             keep_alive: KEEP_ALIVE,
         }
     }
@@ -130,9 +144,13 @@ pub fn build_on(
 ) -> Result<App, Box<dyn Error>> {
     let store = Store::demo();
     let profile = profile(&store)?;
+    let keys = profile.clone();
     let mut hub = ListenHub::builder(profile.clone())
         .keep_alive(bounds.keep_alive)
-        .max_streams_per_caller(bounds.streams_per_caller);
+        .max_streams(bounds.streams)
+        .max_streams_per_caller(bounds.streams_per_caller)
+        // Anonymous callers by address: otherwise they all share one count.
+        .admission_key(move |parts| peer::admission_key(&keys, bounds.peer_address, parts));
     if let Some(bus) = bus {
         hub = hub.bus(bus);
     }
@@ -170,7 +188,7 @@ pub fn build_on(
     // `layer` wraps what is already there: the last one added runs first.
     let router = routes
         .layer(from_fn_with_state(
-            edge::Sessions::new(bounds.sessions, bounds.sessions_per_caller, Some(manager)),
+            edge::Sessions::new(bounds.sessions, bounds.sessions_per_caller, manager.clone()),
             edge::bind_sessions,
         ))
         .layer(from_fn(edge::bearer_auth))
@@ -182,6 +200,7 @@ pub fn build_on(
         router,
         hub,
         stop_rmcp: Box::new(move || rmcp_token.cancel()),
+        rmcp_sessions: manager,
     })
 }
 

@@ -1,10 +1,11 @@
-//! The two outermost middlewares: DNS-rebinding protection and bearer auth.
+//! The outermost middlewares: DNS-rebinding protection, bearer auth, and
+//! the binding of legacy sessions to their caller within the bounds.
 //!
-//! Both answer a rejected request themselves, with a JSON-RPC error body
+//! Each answers a rejected request themselves, with a JSON-RPC error body
 //! whose `id` is `null` (the body was never read, so the id is unknown).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -14,6 +15,7 @@ use http::uri::Authority;
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use mcp_edge::{Principal, Rejection};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager};
 use serde_json::json;
 
 /// The legacy-era session header.
@@ -65,98 +67,106 @@ pub async fn bearer_auth(mut request: Request, next: Next) -> Response {
 /// sessions there may be.
 #[derive(Clone)]
 pub struct Sessions {
-    state: Arc<Mutex<Bound>>,
+    owners: Arc<Mutex<Owners>>,
     /// Most sessions in all, and per caller (the anonymous ones share one
     /// count).
     total: usize,
     per_caller: usize,
-    /// The sessions the inner service still holds, to forget the others.
-    live: Option<Arc<LocalSessionManager>>,
+    /// rmcp's sessions: which are still live, and where a session opened
+    /// beyond the bounds is closed.
+    live: Arc<LocalSessionManager>,
 }
 
-/// The bound sessions, and the openings under way (admitted, not answered).
-#[derive(Default)]
-struct Bound {
-    owners: HashMap<HeaderValue, Option<Principal>>,
-    opening: Vec<Option<Principal>>,
-}
-
-impl Bound {
-    /// Sessions of `caller`, bound or being opened.
-    fn held_by(&self, caller: &Option<Principal>) -> usize {
-        self.owners
-            .values()
-            .filter(|owner| *owner == caller)
-            .count()
-            + self.opening.iter().filter(|owner| *owner == caller).count()
-    }
-
-    /// Ends one opening by `caller`.
-    fn opened(&mut self, caller: &Option<Principal>) {
-        if let Some(at) = self.opening.iter().position(|owner| owner == caller) {
-            self.opening.swap_remove(at);
-        }
-    }
-}
+/// The caller of each bound session, by its `Mcp-Session-Id`.
+type Owners = HashMap<HeaderValue, Option<Principal>>;
 
 impl Sessions {
-    /// Bindings for at most `total` sessions, `per_caller` per caller;
-    /// `live`, when given, says which sessions have not expired.
-    pub fn new(total: usize, per_caller: usize, live: Option<Arc<LocalSessionManager>>) -> Self {
+    /// Bindings for at most `total` sessions, `per_caller` per caller, of
+    /// the sessions `live` holds.
+    pub fn new(total: usize, per_caller: usize, live: Arc<LocalSessionManager>) -> Self {
         Self {
-            state: Arc::default(),
+            owners: Arc::default(),
             total,
             per_caller,
             live,
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Bound> {
-        self.state.lock().expect("sessions lock")
+    fn lock(&self) -> MutexGuard<'_, Owners> {
+        // Every change is one insert or removal: a poisoned map is consistent.
+        self.owners
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Forgets the sessions the inner service let expire.
     async fn forget_expired(&self) {
-        let Some(live) = &self.live else { return };
-        let live = live.sessions.read().await;
-        self.lock().owners.retain(|id, _| {
+        // The read guard is held while the bindings are pruned, so a session
+        // rmcp opens meanwhile cannot be bound and then pruned as unknown.
+        let live = self.live.sessions.read().await;
+        self.lock().retain(|id, _| {
             id.to_str()
                 .is_ok_and(|id| live.keys().any(|live| &**live == id))
         });
     }
 
-    /// Admits one more session for `caller`, counted until the [`Opening`]
-    /// is dropped; `None` when the bounds are reached.
-    fn admit(&self, caller: &Option<Principal>) -> Option<Opening> {
-        let mut bound = self.lock();
-        let held = bound.owners.len() + bound.opening.len();
-        if held >= self.total || bound.held_by(caller) >= self.per_caller {
-            return None;
+    /// Whether `caller` may not hold one more session.
+    async fn full_for(&self, caller: &Option<Principal>) -> bool {
+        self.forget_expired().await;
+        self.over_bounds(&self.lock(), caller)
+    }
+
+    fn over_bounds(&self, owners: &Owners, caller: &Option<Principal>) -> bool {
+        let held = owners.values().filter(|owner| *owner == caller).count();
+        owners.len() >= self.total || held >= self.per_caller
+    }
+
+    /// Binds session `id` to `caller` within the bounds; false, binding
+    /// nothing, when `caller` may not hold one more. An id bound already is
+    /// no new session.
+    async fn bind(&self, id: &HeaderValue, caller: &Option<Principal>) -> bool {
+        self.forget_expired().await;
+        let mut owners = self.lock();
+        if owners.contains_key(id) {
+            return true;
         }
-        bound.opening.push(caller.clone());
-        Some(Opening {
-            sessions: self.clone(),
-            caller: caller.clone(),
-        })
+        if self.over_bounds(&owners, caller) {
+            return false;
+        }
+        owners.insert(id.clone(), caller.clone());
+        true
+    }
+
+    /// Closes session `id` in rmcp, so that a session refused at the edge
+    /// does not stay live (it would hold a worker until it expired).
+    async fn close(&self, id: &HeaderValue) {
+        let id: SessionId = String::from_utf8_lossy(id.as_bytes()).into();
+        if let Err(error) = self.live.close_session(&id).await {
+            tracing::warn!(%error, "cannot close a session opened beyond the bounds");
+        }
+    }
+
+    /// `response` when it opens no session, or one `caller` may hold (it is
+    /// bound to `caller`); else 429, and rmcp's new session is closed.
+    async fn admit(&self, response: Response, caller: &Option<Principal>) -> Response {
+        let Some(id) = response.headers().get(MCP_SESSION_ID).cloned() else {
+            return response;
+        };
+        if self.bind(&id, caller).await {
+            return response;
+        }
+        drop(response);
+        self.close(&id).await;
+        tracing::info!("refused a session opened beyond the bounds");
+        too_many_sessions()
     }
 }
 
-/// A session being opened, counted against the bounds until it is bound
-/// or its request ends (answered, failed or dropped).
-struct Opening {
-    sessions: Sessions,
-    caller: Option<Principal>,
-}
-
-impl Drop for Opening {
-    fn drop(&mut self) {
-        self.sessions.lock().opened(&self.caller);
-    }
-}
-
-/// A request that may open a legacy session: a `POST` without a session
-/// id, unless it names the 2026-07-28 protocol (whose requests open none).
-fn may_open_a_session(request: &Request) -> bool {
+/// A request that looks like the opening of a legacy session: a `POST`
+/// without a session id, unless it names the 2026-07-28 protocol. Only an
+/// early refusal, to spare rmcp the work: headers are the client's claim,
+/// so what rmcp answers decides ([`Sessions::admit`]).
+fn looks_like_an_opening(request: &Request) -> bool {
     request.method() == http::Method::POST
         && !request.headers().contains_key(MCP_SESSION_ID)
         && request
@@ -165,13 +175,36 @@ fn may_open_a_session(request: &Request) -> bool {
             .is_none_or(|version| version != "2026-07-28")
 }
 
+/// Whether rmcp's answer to a request presenting a session id ends the
+/// binding: it accepted the session's `DELETE` (2xx), or it no longer knows
+/// the session (its own 404).
+fn ends_the_session(deleting: bool, response: &Response) -> bool {
+    let status = response.status();
+    // A 404 the mcp-edge layer wrote (it carries a `Rejection`) says nothing
+    // about the session; rmcp's says it no longer knows it.
+    let from_rmcp = response.extensions().get::<Rejection>().is_none();
+    (deleting && status.is_success()) || (from_rmcp && status == StatusCode::NOT_FOUND)
+}
+
+fn too_many_sessions() -> Response {
+    rejection(
+        StatusCode::TOO_MANY_REQUESTS,
+        -32600,
+        "Too many sessions: close one first",
+    )
+}
+
 /// Binds a legacy-era session (`Mcp-Session-Id`) to the caller that opened
 /// it: another caller presenting the id is answered 404, as for an unknown
 /// session, so a leaked id does not let it hear the session's stream. A
 /// binding is removed once the inner service accepted the session's
 /// `DELETE` (2xx) or answered that it no longer knows the session (404),
-/// and when the inner service let the session expire. A request that could
-/// open a session beyond the bounds is answered 429.
+/// and when the inner service let the session expire.
+///
+/// The bounds hold on what rmcp answers, whatever the request claimed (a
+/// 2026-07-28 header, modern `_meta`, an unreadable session id): an answer
+/// that carries a new session id is bound to the caller, or, beyond the
+/// bounds, replaced by 429 while the new session is closed.
 pub async fn bind_sessions(
     State(sessions): State<Sessions>,
     request: Request,
@@ -180,45 +213,22 @@ pub async fn bind_sessions(
     let caller = request.extensions().get::<Principal>().cloned();
     let presented = request.headers().get(MCP_SESSION_ID).cloned();
     if let Some(id) = &presented {
-        let owner = sessions.lock().owners.get(id).cloned();
+        let owner = sessions.lock().get(id).cloned();
         if owner.is_some_and(|owner| owner != caller) {
             return rejection(StatusCode::NOT_FOUND, -32600, "Session not found");
         }
     }
-    let mut opening = None;
-    if may_open_a_session(&request) {
-        sessions.forget_expired().await;
-        opening = sessions.admit(&caller);
-        if opening.is_none() {
-            return rejection(
-                StatusCode::TOO_MANY_REQUESTS,
-                -32600,
-                "Too many sessions: close one first",
-            );
-        }
+    if looks_like_an_opening(&request) && sessions.full_for(&caller).await {
+        return too_many_sessions();
     }
     let deleting = request.method() == http::Method::DELETE;
     let response = next.run(request).await;
-    let status = response.status();
-    // A 404 the mcp-edge layer wrote (it carries a `Rejection`) says nothing
-    // about the session; rmcp's says it no longer knows it.
-    let from_rmcp = response.extensions().get::<Rejection>().is_none();
-    let forgotten =
-        (deleting && status.is_success()) || (from_rmcp && status == StatusCode::NOT_FOUND);
-    match &presented {
-        Some(id) if forgotten => {
-            sessions.lock().owners.remove(id);
-        }
-        Some(_) => {}
-        None => {
-            if let Some(id) = response.headers().get(MCP_SESSION_ID) {
-                sessions.lock().owners.insert(id.clone(), caller);
-            }
+    if let Some(id) = &presented {
+        if ends_the_session(deleting, &response) {
+            sessions.lock().remove(id);
         }
     }
-    // Bound now, or never: the opening no longer counts.
-    drop(opening);
-    response
+    sessions.admit(response, &caller).await
 }
 
 fn principal_for(value: &HeaderValue) -> Option<Principal> {

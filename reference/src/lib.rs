@@ -13,10 +13,13 @@
 //!   which serves each honoured listen once rmcp's own checks of it pass.
 //! - `handler`: the rmcp server handler (tools, resources, tasks); it
 //!   publishes every change through the hub.
+//! - `peer`: the listen hub's admission buckets, anonymous callers by their
+//!   peer's address.
 //! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
 
 pub mod app;
 mod edge;
 mod endpoint;
 mod handler;
+mod peer;
 mod store;
