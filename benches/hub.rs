@@ -7,6 +7,9 @@
 //! subscription id it receives with its own id, as the hub does, and hands
 //! that out.
 //!
+//! A second hub does the same for 100 streams opened through the
+//! `ListenFilterLayer`: the guard does not read what the hub served.
+//!
 //! `cargo bench --bench hub -- --warm-up-time 1 --measurement-time 3 --sample-size 20`
 
 use std::convert::Infallible;
@@ -22,7 +25,7 @@ use http::{Request, Response};
 use http_body::Frame;
 use http_body_util::BodyExt;
 use mcp_edge::hub::ListenHub;
-use mcp_edge::{Principal, ServerProfile};
+use mcp_edge::{ListenFilterLayer, Principal, ServerProfile};
 use tower::{Layer, Service, ServiceExt};
 
 mod common;
@@ -86,6 +89,68 @@ fn main() {
     };
     deliver();
 
+    // The same fan-out on a second hub whose 100 streams on the URI were
+    // opened through the listen filter: served straight by the hub, they
+    // are not read again by the guard.
+    let guarded_hub = ListenHub::builder(profile.clone())
+        .max_streams(STREAMS)
+        .max_streams_per_caller(STREAMS)
+        .keep_alive(Duration::from_secs(3600))
+        .build();
+    let mut direct = guarded_hub
+        .layer()
+        .layer(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }));
+    type Filtered = mcp_edge::RequestBody<http_body_util::Full<Bytes>>;
+    let mut filtered = ListenFilterLayer::new(profile.clone()).layer(guarded_hub.layer().layer(
+        tower::service_fn(|_: Request<Filtered>| async {
+            Ok::<_, Infallible>(Response::new(String::new()))
+        }),
+    ));
+    let mut guarded_hot = Vec::new();
+    let mut guarded_cold = Vec::new();
+    for i in 0..STREAMS {
+        let caller = Principal::new(format!("caller-{}", i % 100));
+        if i % (STREAMS / ON_ONE_URI) != 0 {
+            let uri = format!("file:///project/src/module_{i}.rs");
+            let request = common::honoured_listen(&profile, caller, i, &uri);
+            let response = runtime
+                .block_on(async { direct.ready().await.unwrap().call(request).await.unwrap() });
+            guarded_cold.push(response.into_body());
+            continue;
+        }
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{i},"method":"subscriptions/listen","params":{{"notifications":{{"resourceSubscriptions":["{HOT}"]}}}}}}"#
+        );
+        let mut request = Request::post("/mcp")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(http_body_util::Full::new(Bytes::from(body)))
+            .unwrap();
+        request.extensions_mut().insert(caller);
+        let response = runtime
+            .block_on(async { filtered.ready().await.unwrap().call(request).await.unwrap() });
+        let mut body = response.into_body();
+        let treated = format!("{body:?}");
+        assert!(treated.contains("PassThrough"), "not read again: {treated}");
+        next_frame(&mut body).expect("an acknowledgment");
+        guarded_hot.push(body);
+    }
+    assert_eq!(guarded_hub.open_streams(), STREAMS);
+    let guarded_publisher = guarded_hub.publisher();
+    let mut deliver_guarded = || {
+        let queued = guarded_publisher
+            .resource_updated(HOT)
+            .now_or_never()
+            .unwrap()
+            .streams;
+        assert_eq!(queued, ON_ONE_URI);
+        for body in &mut guarded_hot {
+            black_box(next_frame(body).expect("the update"));
+        }
+    };
+    deliver_guarded();
+
     // The floor: the same bytes through a broadcast channel to 100 receivers.
     let event = Bytes::from(format!(
         "data: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{{\"uri\":\"{HOT}\",\"_meta\":{{\"io.modelcontextprotocol/subscriptionId\":0}}}}}}\n\n"
@@ -120,12 +185,13 @@ fn main() {
     let mut group = c.benchmark_group("hub_fanout_100_of_10k");
     group.throughput(criterion::Throughput::Elements(ON_ONE_URI as u64));
     group.bench_function("hub", |b| b.iter(&mut deliver));
+    group.bench_function("hub_behind_listen_filter", |b| b.iter(&mut deliver_guarded));
     group.bench_function("broadcast_floor", |b| b.iter(&mut floor));
     group.bench_function("body_floor", |b| b.iter(&mut body_floor));
     group.bench_function("tagged_body_floor", |b| b.iter(&mut tagged_floor));
     group.finish();
     c.final_summary();
-    drop(cold);
+    drop((cold, guarded_cold));
 }
 
 /// One send of `sent` to 100 [`Floor`] bodies, each with the tag `tag`
