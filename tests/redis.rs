@@ -453,6 +453,88 @@ async fn malformed_messages_are_dropped_and_counted() {
     assert_eq!(stream.message().await["params"]["uri"], LOGS);
 }
 
+/// Anything that can publish on the prefix can claim another instance's
+/// name and its next number: that message is heard, and the instance's
+/// own next message, different bytes, is heard too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    // a's first message is its number 0.
+    let first = a.hub.publisher().resource_updated(LOGS).await;
+    assert_eq!(first.remote, Ok(()));
+    assert_eq!(stream.message().await["params"]["uri"], LOGS);
+
+    let forged = json!({"v": 1, "from": a.bus.instance(), "seq": 1,
+        "change": {"type": "resource_updated", "uri": format!("{LOGS}/forged")}});
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(forged.to_string())
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        format!("{LOGS}/forged")
+    );
+    let real = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{LOGS}/real"))
+        .await;
+    assert_eq!(real.remote, Ok(()));
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        format!("{LOGS}/real")
+    );
+    assert_eq!(b.bus.dropped(), 0);
+}
+
+/// An update is published on the channel of every URI that covers it: an
+/// instance subscribed to two of them hears it twice and delivers it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_copies_of_one_publication_are_delivered_once() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut broad = b
+        .listen(
+            "alice",
+            1,
+            json!({"resourceSubscriptions": ["demo://public"]}),
+        )
+        .await;
+    let mut narrow = b
+        .listen("bob", 2, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    for uri in ["demo://public", LOGS] {
+        let channel = b.bus.channel_name(Channel::Resource(uri));
+        eventually("b subscribed to both", || async {
+            redis.numsub(&channel).await == 1
+        })
+        .await;
+    }
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    let today = format!("{LOGS}/today");
+    for _ in 0..3 {
+        let published = a.hub.publisher().resource_updated(&today).await;
+        assert_eq!(published.remote, Ok(()));
+        for stream in [&mut broad, &mut narrow] {
+            assert_eq!(stream.message().await["params"]["uri"], today);
+        }
+    }
+    broad.silent(Duration::from_millis(300)).await;
+    narrow.silent(Duration::from_millis(300)).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_started_while_redis_is_down_serves_and_connects_later() {
     let mut redis = Redis::start();

@@ -1,8 +1,9 @@
 //! [`RedisBus`]: the hub's bus across instances on Redis pub/sub.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base64::Engine;
@@ -25,6 +26,8 @@ const MAX_MESSAGE: usize = 64 * 1024;
 const TIMEOUT: Duration = Duration::from_millis(500);
 /// The longest wait between two attempts to connect.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest instance id a message may name.
+const MAX_FROM: usize = 64;
 /// How many recent messages are remembered, to deliver each once.
 const RECENT: usize = 4096;
 
@@ -57,10 +60,19 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 /// {"v":1,"from":"<instance>","seq":9,"change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}
 /// ```
 ///
-/// `from` names the publishing instance (its own messages are ignored: it
-/// delivered them already), `seq` numbers its messages (one sent on several
-/// channels is delivered once). A message that is not this, or longer than
-/// 64 KiB, is dropped and counted ([`RedisBus::dropped`]).
+/// `from` names the publishing instance, at most 64 bytes (its own
+/// messages are ignored: it delivered them already); `seq` numbers its
+/// messages, so that no two of them are the same bytes. A message that is
+/// not this, or longer than 64 KiB, is dropped and counted
+/// ([`RedisBus::dropped`]).
+///
+/// **Each message once.** A publication reaches an instance once per
+/// channel it listens on among the update's; the same bytes heard again
+/// among the last 4096 messages are one message, delivered once. Nothing
+/// else is deduplicated (never by the `from` and `seq` a message claims),
+/// so no message can stand in for another instance's next one. The bus
+/// remembers a hash of each (keyed at random per instance, so no sender can
+/// aim a collision), never the message: 96 KiB, allocated once.
 ///
 /// **Faults.** The bus connects in the background: an instance whose Redis
 /// is down keeps serving its requests and its own streams, logs the outage
@@ -265,10 +277,18 @@ impl Wire {
     }
 }
 
+/// Locks `mutex`, poisoned or not: every change made under this bus's
+/// locks is one insert, removal or swap, so none is left half done.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl Inner {
     /// Notes that `channel` is (or no longer is) subscribed.
     fn mark(&self, channel: &str, on: bool) {
-        let mut subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut subscribed = lock(&self.subscribed);
         match on {
             true => subscribed.insert(channel.to_owned()),
             false => subscribed.remove(channel),
@@ -279,29 +299,20 @@ impl Inner {
 
     /// Forgets every subscription (the connection is gone).
     fn forget(&self) {
-        self.subscribed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        lock(&self.subscribed).clear();
         self.changed.notify_waiters();
     }
 
     /// Whether each of `names` is subscribed, or waiting is pointless.
     fn settled(&self, names: &[String]) -> bool {
-        let subscribed = self.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        let subscribed = lock(&self.subscribed);
         !self.up.load(Ordering::Relaxed) || names.iter().all(|name| subscribed.contains(name))
     }
 }
 
 impl Bus for RedisBus {
     fn start(&self, inbox: Inbox) {
-        let Some(commands) = self
-            .inner
-            .receiver
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .take()
-        else {
+        let Some(commands) = lock(&self.inner.receiver).take() else {
             return;
         };
         tokio::spawn(run(self.inner.clone(), commands, inbox));
@@ -352,11 +363,7 @@ impl Bus for RedisBus {
         };
         let channels = channels_of(&inner.prefix, change);
         Box::pin(async move {
-            let connection = inner
-                .publisher
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .clone();
+            let connection = lock(&inner.publisher).clone();
             let Some(mut connection) = connection else {
                 return Err(BusError::Unavailable);
             };
@@ -379,7 +386,7 @@ impl Bus for RedisBus {
 /// hub's streams listen on subscribed, and hands messages to the hub.
 async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, inbox: Inbox) {
     let mut live: HashSet<String> = HashSet::new();
-    let mut recent = Recent::default();
+    let mut recent = Recent::new();
     let mut backoff = Duration::from_millis(100);
     let mut outage_logged = false;
     loop {
@@ -425,7 +432,7 @@ async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, 
                 continue;
             }
         };
-        *inner.publisher.lock().unwrap_or_else(|p| p.into_inner()) = Some(publisher);
+        *lock(&inner.publisher) = Some(publisher);
         // Some live channel may not be subscribed (a subscription failed,
         // or the connection was lost): subscribed again at the next ping.
         let mut resync = !resubscribe(&inner, &mut subscriber, &live).await;
@@ -539,7 +546,7 @@ async fn resubscribe(
     live: &HashSet<String>,
 ) -> bool {
     let missing: Vec<&String> = {
-        let subscribed = inner.subscribed.lock().unwrap_or_else(|p| p.into_inner());
+        let subscribed = lock(&inner.subscribed);
         live.iter()
             .filter(|channel| !subscribed.contains(*channel))
             .collect()
@@ -573,61 +580,200 @@ async fn subscribe(
     }
 }
 
-/// Hands one message from Redis to the hub: not its own, not one already
-/// delivered, and only a well-formed one.
+/// Hands one message from Redis to the hub: only a well-formed one, not
+/// one already heard (the same bytes on another channel), not its own.
 async fn receive(inner: &Inner, inbox: &Inbox, recent: &mut Recent, payload: &[u8]) {
-    let parsed = (payload.len() <= MAX_MESSAGE)
-        .then(|| serde_json::from_slice::<Message>(payload).ok())
-        .flatten()
-        .filter(|message| message.v == 1);
-    let Some(message) = parsed else {
-        inner.dropped.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
-            bytes = payload.len(),
-            "listen hub: a malformed Redis message was dropped"
-        );
-        return;
-    };
-    if message.from == inner.instance || !recent.first(&message.from, message.seq) {
+    if payload.len() > MAX_MESSAGE {
+        inner.malformed(payload.len());
         return;
     }
-    match message.change.into_change() {
-        Some(change) => {
-            inbox.deliver(change).await;
-        }
-        None => {
-            inner.dropped.fetch_add(1, Ordering::Relaxed);
-        }
+    if !recent.first(payload) {
+        return;
+    }
+    if let Some(change) = inner.parse(payload) {
+        inbox.deliver(change).await;
     }
 }
 
-/// The last messages delivered, by (instance, seq).
-#[derive(Default)]
-struct Recent {
-    order: VecDeque<(String, u64)>,
-    seen: HashSet<(String, u64)>,
+impl Inner {
+    /// The change a message carries: none for this instance's own, nor
+    /// for a malformed one (counted).
+    fn parse(&self, payload: &[u8]) -> Option<Change> {
+        let message = serde_json::from_slice::<Message>(payload)
+            .ok()
+            .filter(|message| message.v == 1 && message.from.len() <= MAX_FROM);
+        let Some(message) = message else {
+            return self.malformed(payload.len());
+        };
+        if message.from == self.instance {
+            return None;
+        }
+        let change = message.change.into_change();
+        change.or_else(|| self.malformed(payload.len()))
+    }
+
+    fn malformed(&self, bytes: usize) -> Option<Change> {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(bytes, "listen hub: a malformed Redis message was dropped");
+        None
+    }
 }
+
+/// The keyed hashes of the last [`RECENT`] messages heard, to deliver
+/// each once: a ring in the order heard, and an index of the same hashes
+/// (open addressing, linear probing, at most half full). Both are
+/// allocated once, [`Recent::BYTES`] in all, whatever the messages hold.
+struct Recent {
+    /// Keys drawn at random, unknown to senders: no collision can be aimed.
+    keys: std::hash::RandomState,
+    ring: Box<[u64]>,
+    next: usize,
+    index: Box<[u64]>,
+}
+
+/// An empty slot of the ring or the index (no hash is kept as 0).
+const FREE: u64 = 0;
 
 impl Recent {
-    /// True the first time (`from`, `seq`) is seen among the recent ones.
-    fn first(&mut self, from: &str, seq: u64) -> bool {
-        let key = (from.to_owned(), seq);
-        if !self.seen.insert(key.clone()) {
+    /// What the ring and the index take: 8 bytes a slot, 3 slots a message.
+    #[cfg(test)]
+    const BYTES: usize = 3 * RECENT * std::mem::size_of::<u64>();
+
+    fn new() -> Self {
+        Self {
+            keys: std::hash::RandomState::new(),
+            ring: vec![FREE; RECENT].into_boxed_slice(),
+            next: 0,
+            index: vec![FREE; 2 * RECENT].into_boxed_slice(),
+        }
+    }
+
+    /// True the first time these bytes are heard among the recent messages.
+    fn first(&mut self, payload: &[u8]) -> bool {
+        let hash = self.keys.hash_one(payload).max(1);
+        if self.slot(hash).is_ok() {
             return false;
         }
-        self.order.push_back(key);
-        if self.order.len() > RECENT {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
-            }
+        let oldest = std::mem::replace(&mut self.ring[self.next], hash);
+        self.next = (self.next + 1) % RECENT;
+        if oldest != FREE {
+            self.remove(oldest);
+        }
+        // Looked up again: the removal may have moved the free slot.
+        if let Err(free) = self.slot(hash) {
+            self.index[free] = hash;
         }
         true
+    }
+
+    /// Where `hash` is in the index, or the free slot that ends its probe.
+    fn slot(&self, hash: u64) -> Result<usize, usize> {
+        let mask = self.index.len() - 1;
+        let mut at = hash as usize & mask;
+        loop {
+            match self.index[at] {
+                FREE => return Err(at),
+                held if held == hash => return Ok(at),
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    /// Removes `hash` from the index, moving back each later hash whose
+    /// probe passed its slot, so that a probe may stop at a free slot.
+    fn remove(&mut self, hash: u64) {
+        let Ok(mut hole) = self.slot(hash) else {
+            return;
+        };
+        let mask = self.index.len() - 1;
+        let mut at = hole;
+        loop {
+            at = (at + 1) & mask;
+            let held = self.index[at];
+            if held == FREE {
+                break;
+            }
+            let home = held as usize & mask;
+            // The hole lies between `held`'s home and its slot.
+            if at.wrapping_sub(home) & mask >= at.wrapping_sub(hole) & mask {
+                self.index[hole] = held;
+                hole = at;
+            }
+        }
+        self.index[hole] = FREE;
+    }
+
+    /// The bytes the ring and the index hold.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.ring) + std::mem::size_of_val(&*self.index)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message heard again within the last `RECENT` distinct ones is not
+    /// delivered again; one heard after them is (an oracle of the same
+    /// window, over payloads that repeat often).
+    #[test]
+    fn recent_knows_exactly_the_last_messages() {
+        let mut recent = Recent::new();
+        let (mut window, mut known) = (std::collections::VecDeque::new(), HashSet::new());
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..100_000 {
+            // xorshift: payloads drawn from 6 000, more than the window holds.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let payload = format!("message {}", state % 6_000);
+            let expected = !known.contains(&payload);
+            assert_eq!(recent.first(payload.as_bytes()), expected, "{payload}");
+            if expected {
+                known.insert(payload.clone());
+                window.push_back(payload);
+                if window.len() > RECENT {
+                    known.remove(&window.pop_front().unwrap());
+                }
+            }
+        }
+    }
+
+    /// A flood of messages naming a long instance id: each is dropped and
+    /// counted, nothing reaches the hub, and what the bus remembers of them
+    /// never passes its bound (96 KiB), as documented.
+    #[test]
+    fn long_senders_are_dropped_and_the_dedup_state_stays_bounded() {
+        let bus = RedisBus::new("redis://127.0.0.1:1/", "p").unwrap();
+        let inner = &bus.inner;
+        let mut recent = Recent::new();
+        assert_eq!(Recent::BYTES, 96 * 1024);
+        let flood = 20_000;
+        for i in 0..flood {
+            let from = format!("{i:x}{}", "x".repeat(1_000));
+            let payload = format!(
+                r#"{{"v":1,"from":"{from}","seq":{i},"change":{{"type":"list_changed","list":"tools"}}}}"#
+            );
+            assert!(recent.first(payload.as_bytes()));
+            assert_eq!(inner.parse(payload.as_bytes()), None);
+            assert!(recent.bytes() <= Recent::BYTES);
+        }
+        assert_eq!(bus.dropped(), flood);
+        // The longest id taken is 64 bytes.
+        let at_most = |from: &str| {
+            format!(
+                r#"{{"v":1,"from":"{from}","seq":1,"change":{{"type":"list_changed","list":"tools"}}}}"#
+            )
+        };
+        let longest = inner.parse(at_most(&"y".repeat(MAX_FROM)).as_bytes());
+        assert_eq!(longest, Some(Change::ListChanged(ListChanged::Tools)));
+        assert_eq!(
+            inner.parse(at_most(&"y".repeat(MAX_FROM + 1)).as_bytes()),
+            None
+        );
+        assert_eq!(bus.dropped(), flood + 1);
+    }
 
     #[test]
     fn channel_names_are_injective_and_under_the_prefix() {
