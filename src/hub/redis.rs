@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use base64::Engine;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Msg, PushInfo, PushKind};
+use redis::{PushInfo, PushKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -24,12 +24,18 @@ use crate::Principal;
 const MAX_MESSAGE: usize = 64 * 1024;
 /// How long one send, subscription or ping may take.
 const TIMEOUT: Duration = Duration::from_millis(500);
+/// How often the connection is pinged.
+const PING: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts to connect.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// The longest instance id a message may name.
 const MAX_FROM: usize = 64;
 /// How many recent messages are remembered, to deliver each once.
 const RECENT: usize = 4096;
+/// Most messages heard and not yet delivered.
+const QUEUE: usize = 1024;
+/// Most bytes of the messages heard and not yet delivered.
+const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
@@ -74,6 +80,15 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 /// remembers a hash of each (keyed at random per instance, so no sender can
 /// aim a collision), never the message: 96 KiB, allocated once.
 ///
+/// **Deliveries** run in a task of their own, in the order heard, never in
+/// the connection's: a slow [`ResourceAccess`](crate::ResourceAccess) hook
+/// holds up the messages behind it, while the connection goes on reading,
+/// pinging and subscribing. Between the two, a queue holds at most 1024
+/// messages and 4 MiB of their bytes; a message heard while it is full is
+/// dropped (the newest, not the queued ones) and counted
+/// ([`RedisBus::overflowed`]), with one warning per episode, until one is
+/// queued again.
+///
 /// **Faults.** The bus connects in the background: an instance whose Redis
 /// is down keeps serving its requests and its own streams, logs the outage
 /// once, and retries with backoff (up to 5 s apart); once connected it
@@ -101,6 +116,11 @@ struct Inner {
     changed: tokio::sync::Notify,
     up: AtomicBool,
     dropped: AtomicU64,
+    overflowed: AtomicU64,
+    /// The bytes of the messages queued for delivery.
+    queued: AtomicUsize,
+    /// How this instance's own messages start.
+    echo: Vec<u8>,
 }
 
 enum Command {
@@ -129,10 +149,12 @@ impl RedisBus {
         let client = redis::Client::open(format!("{url}{separator}protocol=resp3"))
             .map_err(RedisBusError)?;
         let (commands, receiver) = mpsc::unbounded_channel();
+        let instance = instance_id();
         Ok(Self {
             inner: Arc::new(Inner {
                 prefix: prefix.to_owned(),
-                instance: instance_id(),
+                echo: format!(r#"{{"v":1,"from":"{instance}","#).into_bytes(),
+                instance,
                 seq: AtomicU64::new(0),
                 client,
                 commands,
@@ -142,13 +164,24 @@ impl RedisBus {
                 changed: tokio::sync::Notify::new(),
                 up: AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
+                overflowed: AtomicU64::new(0),
+                queued: AtomicUsize::new(0),
             }),
         })
     }
 
-    /// How many messages from Redis were dropped: malformed or too long.
+    /// How many messages from Redis were dropped as malformed: not the
+    /// documented format, longer than 64 KiB, or naming an instance id
+    /// longer than 64 bytes.
     pub fn dropped(&self) -> u64 {
         self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// How many messages from Redis were dropped because the delivery
+    /// queue was full (deliveries were behind, as under a slow
+    /// [`ResourceAccess`](crate::ResourceAccess) hook).
+    pub fn overflowed(&self) -> u64 {
+        self.inner.overflowed.load(Ordering::Relaxed)
     }
 
     /// Whether the bus is connected to Redis now.
@@ -286,6 +319,26 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Inner {
+    /// A connection for subscriptions, its pushes sent to `pushes`, and
+    /// one for publications.
+    async fn connect(
+        &self,
+        pushes: mpsc::UnboundedSender<PushInfo>,
+    ) -> redis::RedisResult<(ConnectionManager, ConnectionManager)> {
+        let config = ConnectionManagerConfig::new()
+            .set_push_sender(pushes)
+            .set_automatic_resubscription()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_max_delay(MAX_BACKOFF);
+        let subscriber = self
+            .client
+            .get_connection_manager_with_config(config)
+            .await?;
+        let publisher = self.client.get_connection_manager().await?;
+        Ok((subscriber, publisher))
+    }
+
     /// Notes that `channel` is (or no longer is) subscribed.
     fn mark(&self, channel: &str, on: bool) {
         let mut subscribed = lock(&self.subscribed);
@@ -315,7 +368,9 @@ impl Bus for RedisBus {
         let Some(commands) = lock(&self.inner.receiver).take() else {
             return;
         };
-        tokio::spawn(run(self.inner.clone(), commands, inbox));
+        let (queue, queued) = mpsc::channel(QUEUE);
+        tokio::spawn(deliver_queued(self.inner.clone(), queued, inbox));
+        tokio::spawn(Link::new(self.inner.clone(), commands, queue).run());
     }
 
     fn watch(&self, channel: Channel<'_>) {
@@ -382,186 +437,302 @@ impl Bus for RedisBus {
     }
 }
 
-/// The bus's task: connects (again) with backoff, keeps the channels the
-/// hub's streams listen on subscribed, and hands messages to the hub.
-async fn run(inner: Arc<Inner>, mut commands: mpsc::UnboundedReceiver<Command>, inbox: Inbox) {
-    let mut live: HashSet<String> = HashSet::new();
-    let mut recent = Recent::new();
-    let mut backoff = Duration::from_millis(100);
-    let mut outage_logged = false;
-    loop {
-        let (pushes, mut messages) = mpsc::unbounded_channel::<PushInfo>();
-        let config = ConnectionManagerConfig::new()
-            .set_push_sender(pushes)
-            .set_automatic_resubscription()
-            .set_connection_timeout(Some(TIMEOUT))
-            .set_response_timeout(Some(TIMEOUT))
-            .set_max_delay(MAX_BACKOFF);
-        let connected = async {
-            let subscriber = inner
-                .client
-                .get_connection_manager_with_config(config)
-                .await?;
-            let publisher = inner.client.get_connection_manager().await?;
-            Ok::<_, redis::RedisError>((subscriber, publisher))
-        };
-        let (mut subscriber, publisher) = match tokio::time::timeout(TIMEOUT * 4, connected).await {
-            Ok(Ok(connections)) => connections,
-            failed => {
-                if !outage_logged {
-                    let why = match failed {
-                        Ok(Err(error)) => error.to_string(),
-                        _ => "timed out".to_owned(),
-                    };
-                    tracing::warn!(error = %why, "listen hub: Redis is unreachable; retrying");
-                    outage_logged = true;
-                }
-                // Keep track of what the streams listen on meanwhile.
-                let wait = tokio::time::sleep(backoff);
-                tokio::pin!(wait);
-                loop {
-                    tokio::select! {
-                        () = &mut wait => break,
-                        command = commands.recv() => match command {
-                            Some(command) => apply(&mut live, command),
-                            None => return,
-                        },
-                    }
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
-            }
-        };
-        *lock(&inner.publisher) = Some(publisher);
-        // Some live channel may not be subscribed (a subscription failed,
-        // or the connection was lost): subscribed again at the next ping.
-        let mut resync = !resubscribe(&inner, &mut subscriber, &live).await;
-        inner.up.store(true, Ordering::Relaxed);
-        if outage_logged {
-            tracing::info!("listen hub: Redis is reachable again");
-        } else {
-            tracing::info!("listen hub: connected to Redis");
+/// The connection task: connects (again) with backoff, keeps the channels
+/// the hub's streams listen on subscribed, pings, and queues what it hears
+/// for the delivery task. It never waits for a delivery.
+struct Link {
+    inner: Arc<Inner>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// The channels the hub's streams listen on.
+    live: HashSet<String>,
+    recent: Recent,
+    queue: mpsc::Sender<Vec<u8>>,
+    /// The overflow count when the queue was last found full, while it
+    /// still is: one episode, logged once.
+    overflow: Option<u64>,
+    /// Some live channel may not be subscribed (a subscription failed, or
+    /// the connection was lost): subscribed again at the next ping.
+    resync: bool,
+    backoff: Duration,
+    logged: Logged,
+}
+
+/// What the connection task last logged of Redis.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Logged {
+    Nothing,
+    Up,
+    Down,
+}
+
+/// Why a connection was left.
+enum Left {
+    /// The bus is gone.
+    Closed,
+    /// The connection is gone: make another.
+    Lost,
+}
+
+impl Link {
+    fn new(
+        inner: Arc<Inner>,
+        commands: mpsc::UnboundedReceiver<Command>,
+        queue: mpsc::Sender<Vec<u8>>,
+    ) -> Self {
+        Self {
+            inner,
+            commands,
+            live: HashSet::new(),
+            recent: Recent::new(),
+            queue,
+            overflow: None,
+            resync: false,
+            backoff: Duration::from_millis(100),
+            logged: Logged::Nothing,
         }
-        outage_logged = false;
-        backoff = Duration::from_millis(100);
-        let mut ping = tokio::time::interval(Duration::from_secs(1));
+    }
+
+    async fn run(mut self) {
+        while let Some((mut subscriber, messages)) = self.connect().await {
+            if let Left::Closed = self.serve(&mut subscriber, messages).await {
+                return;
+            }
+        }
+    }
+
+    /// Connects, retrying with backoff; `None` once the bus is gone.
+    async fn connect(&mut self) -> Option<(ConnectionManager, mpsc::UnboundedReceiver<PushInfo>)> {
+        loop {
+            let (pushes, messages) = mpsc::unbounded_channel();
+            match tokio::time::timeout(TIMEOUT * 4, self.inner.connect(pushes)).await {
+                Ok(Ok((subscriber, publisher))) => {
+                    *lock(&self.inner.publisher) = Some(publisher);
+                    self.backoff = Duration::from_millis(100);
+                    return Some((subscriber, messages));
+                }
+                Ok(Err(error)) => self.down(&error.to_string()),
+                Err(_) => self.down("timed out"),
+            }
+            if !self.wait(self.backoff).await {
+                return None;
+            }
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// Waits `time`, keeping track of what the streams listen on
+    /// meanwhile; false once the bus is gone.
+    async fn wait(&mut self, time: Duration) -> bool {
+        let wait = tokio::time::sleep(time);
+        tokio::pin!(wait);
         loop {
             tokio::select! {
-                command = commands.recv() => {
-                    let Some(command) = command else { return };
-                    let (channel, on) = match &command {
-                        Command::Watch(channel) => (channel.clone(), true),
-                        Command::Unwatch(channel) => (channel.clone(), false),
-                    };
-                    apply(&mut live, command);
-                    if !on {
-                        inner.mark(&channel, false);
+                () = &mut wait => return true,
+                command = self.commands.recv() => match command {
+                    Some(command) => {
+                        self.track(command);
                     }
-                    match subscribe(&mut subscriber, &channel, on).await {
-                        Ok(()) if on => inner.mark(&channel, true),
-                        Ok(()) => {}
-                        Err(error) => {
-                            tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
-                            resync |= on;
-                        }
-                    }
-                }
-                push = messages.recv() => match push {
-                    Some(push) => match push.kind {
-                        PushKind::Message => {
-                            if let Some(message) = Msg::from_push_info(push) {
-                                receive(&inner, &inbox, &mut recent, message.get_payload_bytes()).await;
-                            }
-                        }
-                        PushKind::Disconnection => {
-                            // Logged once per outage: only the change of state.
-                            if inner.up.swap(false, Ordering::Relaxed) {
-                                tracing::warn!("listen hub: Redis connection lost; reconnecting");
-                            }
-                            inner.forget();
-                            resync = true;
-                        }
-                        PushKind::Subscribe => {
-                            // The manager subscribes again by itself after an outage.
-                            if let Some(redis::Value::BulkString(name)) = push.data.first() {
-                                if let Ok(name) = std::str::from_utf8(name) {
-                                    if live.contains(name) {
-                                        inner.mark(name, true);
-                                    }
-                                }
-                            }
-                            if !inner.up.swap(true, Ordering::Relaxed) {
-                                tracing::info!("listen hub: Redis is reachable again");
-                            }
-                        }
-                        _ => {}
-                    },
-                    None => break,
+                    None => return false,
                 },
-                _ = ping.tick() => {
-                    // A manager reconnects on the next command that fails:
-                    // an idle one must be poked.
-                    let pinged = tokio::time::timeout(
-                        TIMEOUT,
-                        redis::cmd("PING").query_async::<()>(&mut subscriber),
-                    )
-                    .await;
-                    if !matches!(pinged, Ok(Ok(()))) {
-                        if inner.up.swap(false, Ordering::Relaxed) {
-                            tracing::warn!("listen hub: Redis connection lost; reconnecting");
+            }
+        }
+    }
+
+    /// Serves one connection until it is lost or the bus is gone.
+    async fn serve(
+        &mut self,
+        subscriber: &mut ConnectionManager,
+        mut messages: mpsc::UnboundedReceiver<PushInfo>,
+    ) -> Left {
+        self.resync = !self.resubscribe(subscriber).await;
+        self.up();
+        let mut ping = tokio::time::interval(PING);
+        loop {
+            tokio::select! {
+                command = self.commands.recv() => match command {
+                    Some(command) => self.command(subscriber, command).await,
+                    None => return Left::Closed,
+                },
+                push = messages.recv() => match push {
+                    Some(push) => self.push(push),
+                    None => return Left::Lost,
+                },
+                _ = ping.tick() => self.ping(subscriber).await,
+            }
+        }
+    }
+
+    /// Notes a stream's change of channel; the channel and whether it is
+    /// now listened on.
+    fn track(&mut self, command: Command) -> (String, bool) {
+        match command {
+            Command::Watch(channel) => {
+                self.live.insert(channel.clone());
+                (channel, true)
+            }
+            Command::Unwatch(channel) => {
+                self.live.remove(&channel);
+                (channel, false)
+            }
+        }
+    }
+
+    /// Subscribes to a channel a stream listens on, or leaves one no stream
+    /// listens on any more.
+    async fn command(&mut self, subscriber: &mut ConnectionManager, command: Command) {
+        let (channel, on) = self.track(command);
+        if !on {
+            self.inner.mark(&channel, false);
+        }
+        match subscribe(subscriber, &channel, on).await {
+            Ok(()) if on => self.inner.mark(&channel, true),
+            Ok(()) => {}
+            Err(error) => {
+                tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
+                self.resync |= on;
+            }
+        }
+    }
+
+    fn push(&mut self, push: PushInfo) {
+        match push.kind {
+            PushKind::Message => {
+                if let Some(payload) = payload(push) {
+                    self.hear(payload);
+                }
+            }
+            PushKind::Disconnection => {
+                self.down("connection lost");
+                self.inner.forget();
+                self.resync = true;
+            }
+            PushKind::Subscribe => {
+                // The manager subscribes again by itself after an outage.
+                if let Some(redis::Value::BulkString(name)) = push.data.first() {
+                    if let Ok(name) = std::str::from_utf8(name) {
+                        if self.live.contains(name) {
+                            self.inner.mark(name, true);
                         }
-                        resync = true;
-                        continue;
                     }
-                    // A ping that only timed out leaves no other sign of
-                    // being answered again.
-                    if !inner.up.swap(true, Ordering::Relaxed) {
-                        tracing::info!("listen hub: Redis is reachable again");
-                    }
-                    if resync {
-                        resync = !resubscribe(&inner, &mut subscriber, &live).await;
-                    }
+                }
+                self.up();
+            }
+            _ => {}
+        }
+    }
+
+    /// A manager reconnects on the next command that fails: an idle one
+    /// must be poked.
+    async fn ping(&mut self, subscriber: &mut ConnectionManager) {
+        let pinged =
+            tokio::time::timeout(TIMEOUT, redis::cmd("PING").query_async::<()>(subscriber)).await;
+        if !matches!(pinged, Ok(Ok(()))) {
+            self.down("a ping was not answered");
+            self.resync = true;
+            return;
+        }
+        // A ping that only timed out leaves no other sign of being
+        // answered again.
+        self.up();
+        if self.resync {
+            self.resync = !self.resubscribe(subscriber).await;
+        }
+    }
+
+    /// Subscribes to every live channel that Redis has not confirmed; true
+    /// when none failed.
+    async fn resubscribe(&self, subscriber: &mut ConnectionManager) -> bool {
+        let missing: Vec<String> = {
+            let subscribed = lock(&self.inner.subscribed);
+            self.live
+                .iter()
+                .filter(|channel| !subscribed.contains(*channel))
+                .cloned()
+                .collect()
+        };
+        let mut all = true;
+        for channel in missing {
+            match subscribe(subscriber, &channel, true).await {
+                Ok(()) => self.inner.mark(&channel, true),
+                Err(error) => {
+                    tracing::debug!(%error, "listen hub: a Redis subscription failed");
+                    all = false;
                 }
             }
         }
+        all
     }
-}
 
-fn apply(live: &mut HashSet<String>, command: Command) {
-    match command {
-        Command::Watch(channel) => {
-            live.insert(channel);
+    /// Queues one message for delivery: not a long one (counted), not one
+    /// of this instance's own, not one already heard (the same bytes on
+    /// another channel).
+    fn hear(&mut self, payload: Vec<u8>) {
+        if payload.len() > MAX_MESSAGE {
+            self.inner.malformed(payload.len());
+            return;
         }
-        Command::Unwatch(channel) => {
-            live.remove(&channel);
+        // Its own messages start so (the delivery task checks `from` too).
+        if payload.starts_with(&self.inner.echo) || !self.recent.first(&payload) {
+            return;
         }
+        self.offer(payload);
     }
-}
 
-/// Subscribes to every channel of `live` that Redis has not confirmed;
-/// true when none failed.
-async fn resubscribe(
-    inner: &Inner,
-    subscriber: &mut ConnectionManager,
-    live: &HashSet<String>,
-) -> bool {
-    let missing: Vec<&String> = {
-        let subscribed = lock(&inner.subscribed);
-        live.iter()
-            .filter(|channel| !subscribed.contains(*channel))
-            .collect()
-    };
-    let mut all = true;
-    for channel in missing {
-        match subscribe(subscriber, channel, true).await {
-            Ok(()) => inner.mark(channel, true),
-            Err(error) => {
-                tracing::debug!(%error, "listen hub: a Redis subscription failed");
-                all = false;
+    /// Queues `payload` when the queue has room; else drops it and counts
+    /// it, logging once until the queue has room again.
+    fn offer(&mut self, payload: Vec<u8>) {
+        let bytes = payload.len();
+        let queued = &self.inner.queued;
+        // Added first: the delivery task may take it off at once.
+        let full = queued.fetch_add(bytes, Ordering::AcqRel) + bytes > QUEUE_BYTES
+            || self.queue.try_send(payload).is_err();
+        if !full {
+            if let Some(before) = self.overflow.take() {
+                let dropped = self.inner.overflowed.load(Ordering::Relaxed) - before;
+                tracing::info!(dropped, "listen hub: Redis deliveries caught up");
             }
+            return;
+        }
+        queued.fetch_sub(bytes, Ordering::AcqRel);
+        let count = self.inner.overflowed.fetch_add(1, Ordering::Relaxed);
+        if self.overflow.is_none() {
+            tracing::warn!(
+                "listen hub: Redis deliveries are behind; messages are dropped until they catch up"
+            );
+            self.overflow = Some(count);
         }
     }
-    all
+
+    /// Redis answers: logged when it did not before.
+    fn up(&mut self) {
+        self.inner.up.store(true, Ordering::Relaxed);
+        match self.logged {
+            Logged::Up => return,
+            Logged::Nothing => tracing::info!("listen hub: connected to Redis"),
+            Logged::Down => tracing::info!("listen hub: Redis is reachable again"),
+        }
+        self.logged = Logged::Up;
+    }
+
+    /// Redis does not answer: logged once per outage.
+    fn down(&mut self, why: &str) {
+        self.inner.up.store(false, Ordering::Relaxed);
+        if self.logged != Logged::Down {
+            tracing::warn!(
+                error = why,
+                "listen hub: Redis is unreachable; reconnecting"
+            );
+            self.logged = Logged::Down;
+        }
+    }
+}
+
+/// The payload of a message push.
+fn payload(push: PushInfo) -> Option<Vec<u8>> {
+    match push.data.into_iter().nth(1)? {
+        redis::Value::BulkString(payload) => Some(payload),
+        _ => None,
+    }
 }
 
 async fn subscribe(
@@ -580,22 +751,25 @@ async fn subscribe(
     }
 }
 
-/// Hands one message from Redis to the hub: only a well-formed one, not
-/// one already heard (the same bytes on another channel), not its own.
-async fn receive(inner: &Inner, inbox: &Inbox, recent: &mut Recent, payload: &[u8]) {
-    if payload.len() > MAX_MESSAGE {
-        inner.malformed(payload.len());
-        return;
-    }
-    if !recent.first(payload) {
-        return;
-    }
-    if let Some(change) = inner.parse(payload) {
-        inbox.deliver(change).await;
+/// The delivery task: hands the queued messages to the hub one at a time,
+/// in the order heard. A slow delivery (a slow hook) holds up only the
+/// messages behind it, never the connection.
+async fn deliver_queued(inner: Arc<Inner>, mut queue: mpsc::Receiver<Vec<u8>>, inbox: Inbox) {
+    while let Some(payload) = queue.recv().await {
+        if let Some(change) = inner.unqueue(payload) {
+            inbox.deliver(change).await;
+        }
     }
 }
 
 impl Inner {
+    /// The change a message taken off the queue carries (see `parse`).
+    fn unqueue(&self, payload: Vec<u8>) -> Option<Change> {
+        let change = self.parse(&payload);
+        self.queued.fetch_sub(payload.len(), Ordering::AcqRel);
+        change
+    }
+
     /// The change a message carries: none for this instance's own, nor
     /// for a malformed one (counted).
     fn parse(&self, payload: &[u8]) -> Option<Change> {
@@ -745,9 +919,7 @@ mod tests {
     /// never passes its bound (96 KiB), as documented.
     #[test]
     fn long_senders_are_dropped_and_the_dedup_state_stays_bounded() {
-        let bus = RedisBus::new("redis://127.0.0.1:1/", "p").unwrap();
-        let inner = &bus.inner;
-        let mut recent = Recent::new();
+        let (bus, mut link, mut queued) = link();
         assert_eq!(Recent::BYTES, 96 * 1024);
         let flood = 20_000;
         for i in 0..flood {
@@ -755,10 +927,12 @@ mod tests {
             let payload = format!(
                 r#"{{"v":1,"from":"{from}","seq":{i},"change":{{"type":"list_changed","list":"tools"}}}}"#
             );
-            assert!(recent.first(payload.as_bytes()));
-            assert_eq!(inner.parse(payload.as_bytes()), None);
-            assert!(recent.bytes() <= Recent::BYTES);
+            link.hear(payload.into_bytes());
+            let heard = queued.try_recv().unwrap();
+            assert_eq!(bus.inner.unqueue(heard), None);
+            assert!(link.recent.bytes() <= Recent::BYTES);
         }
+        let inner = &bus.inner;
         assert_eq!(bus.dropped(), flood);
         // The longest id taken is 64 bytes.
         let at_most = |from: &str| {
@@ -773,6 +947,69 @@ mod tests {
             None
         );
         assert_eq!(bus.dropped(), flood + 1);
+    }
+
+    /// A connection task of a bus that is never started, and its queue.
+    fn link() -> (RedisBus, Link, mpsc::Receiver<Vec<u8>>) {
+        let bus = RedisBus::new("redis://127.0.0.1:1/", "p").unwrap();
+        let (_, commands) = mpsc::unbounded_channel();
+        let (queue, queued) = mpsc::channel(QUEUE);
+        let link = Link::new(bus.inner.clone(), commands, queue);
+        (bus, link, queued)
+    }
+
+    /// The queue holds the oldest messages: past `QUEUE` of them, or
+    /// `QUEUE_BYTES` of their bytes, the newest are dropped and counted in
+    /// one episode, which ends once one is queued again.
+    #[test]
+    fn a_full_queue_drops_the_newest_and_counts_them() {
+        let (bus, mut link, mut queued) = link();
+        for i in 0..QUEUE + 10 {
+            link.hear(format!("message {i}").into_bytes());
+        }
+        assert_eq!((bus.overflowed(), bus.dropped()), (10, 0));
+        assert!(link.overflow.is_some());
+        let oldest = queued.try_recv().unwrap();
+        assert_eq!(oldest, b"message 0");
+        let _ = bus.inner.unqueue(oldest);
+        link.hear(b"one more".to_vec());
+        assert_eq!(bus.overflowed(), 10);
+        assert!(link.overflow.is_none());
+        while let Ok(payload) = queued.try_recv() {
+            let _ = bus.inner.unqueue(payload);
+        }
+        assert_eq!(bus.inner.queued.load(Ordering::Relaxed), 0);
+
+        // Large messages: as many as `QUEUE_BYTES` holds.
+        let large = 60 * 1024;
+        for i in 0..100 {
+            let mut payload = format!("large {i} ").into_bytes();
+            payload.resize(large, b'x');
+            link.hear(payload);
+        }
+        let fit = QUEUE_BYTES / large;
+        assert_eq!(bus.overflowed(), 10 + (100 - fit) as u64);
+        assert_eq!(bus.inner.queued.load(Ordering::Relaxed), fit * large);
+    }
+
+    /// The connection task queues neither this instance's own messages
+    /// (they start with its `echo`) nor a message longer than 64 KiB.
+    #[test]
+    fn its_own_and_long_messages_are_not_queued() {
+        let (bus, mut link, mut queued) = link();
+        let own = Message {
+            v: 1,
+            from: bus.instance().to_owned(),
+            seq: 0,
+            change: Wire::of(&Change::ListChanged(ListChanged::Tools)),
+        };
+        let own = serde_json::to_vec(&own).unwrap();
+        assert!(own.starts_with(&bus.inner.echo));
+        assert_eq!(bus.inner.parse(&own), None);
+        link.hear(own);
+        link.hear(vec![b' '; MAX_MESSAGE + 1]);
+        assert!(queued.try_recv().is_err());
+        assert_eq!((bus.dropped(), bus.overflowed()), (1, 0));
     }
 
     #[test]
