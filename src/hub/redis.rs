@@ -89,6 +89,12 @@ const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL
 /// ([`RedisBus::overflowed`]), with one warning per episode, until one is
 /// queued again.
 ///
+/// **Trust.** Any process that can publish on the prefix's channels can
+/// send any change they carry: the crate's `docs/security.md` says what
+/// it can and cannot do, and gives the Redis ACL user that holds the
+/// instances to the prefix (connect as it with
+/// `redis://user:password@host:port/`).
+///
 /// **Faults.** The bus connects in the background: an instance whose Redis
 /// is down keeps serving its requests and its own streams, logs the outage
 /// once, and retries with backoff (up to 5 s apart); once connected it
