@@ -7,6 +7,8 @@
 use std::convert::Infallible;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -134,8 +136,11 @@ type Boxed = UnsyncBoxBody<Bytes, Infallible>;
 
 impl Instance {
     fn new(redis: &Redis, prefix: &str) -> Self {
-        let profile = profile();
-        let bus = RedisBus::new(&redis.url(), prefix).unwrap();
+        Self::with(&redis.url(), prefix, profile())
+    }
+
+    fn with(url: &str, prefix: &str, profile: ServerProfile) -> Self {
+        let bus = RedisBus::new(url, prefix).unwrap();
         let hub = ListenHub::builder(profile.clone())
             .bus(bus.clone())
             .max_streams_per_caller(2_000)
@@ -227,6 +232,62 @@ async fn crosses(from: &Instance, to: &mut Stream, uri: &str, what: &str) {
         }
         assert!(Instant::now() < deadline, "no update crossed after {what}");
     }
+}
+
+/// The calls of a slow hook: begun and ended.
+#[derive(Default)]
+struct Calls {
+    begun: AtomicUsize,
+    ended: AtomicUsize,
+}
+
+impl Calls {
+    fn begun(&self) -> usize {
+        self.begun.load(Ordering::SeqCst)
+    }
+
+    fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+}
+
+/// URIs below this one take the `ResourceAccess` hook 2 s to answer.
+const SLOW: &str = "demo://slow/";
+
+/// Everyone may read everything; a check of a URI below `SLOW` takes 2 s.
+fn slow_profile(calls: Arc<Calls>) -> ServerProfile {
+    ServerProfile::builder()
+        .resource_access(move |_: Option<&Principal>, uris: &[&str]| {
+            let slow = uris.iter().any(|uri| uri.starts_with(SLOW));
+            let (calls, answers) = (calls.clone(), vec![true; uris.len()]);
+            async move {
+                if slow {
+                    calls.begun.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    calls.ended.fetch_add(1, Ordering::SeqCst);
+                }
+                answers
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// A listen on b of `demo://slow`, whose updates take the hook 2 s each,
+/// with both instances connected and b subscribed.
+async fn slow_listen(redis: &Redis, a: &Instance, b: &Instance, also: Value) -> Stream {
+    let mut notifications = json!({"resourceSubscriptions": ["demo://slow"]});
+    if let (Some(all), Value::Object(more)) = (notifications.as_object_mut(), also) {
+        all.extend(more);
+    }
+    let stream = b.listen("alice", 1, notifications).await;
+    let channel = b.bus.channel_name(Channel::Resource("demo://slow"));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    stream
 }
 
 const ALICE_NOTES: &str = "demo://users/alice/notes";
@@ -451,6 +512,252 @@ async fn malformed_messages_are_dropped_and_counted() {
         .await
         .unwrap();
     assert_eq!(stream.message().await["params"]["uri"], LOGS);
+}
+
+/// Anything that can publish on the prefix can claim another instance's
+/// name and its next number: that message is heard, and the instance's
+/// own next message, different bytes, is heard too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    // a's first message is its number 0.
+    let first = a.hub.publisher().resource_updated(LOGS).await;
+    assert_eq!(first.remote, Ok(()));
+    assert_eq!(stream.message().await["params"]["uri"], LOGS);
+
+    let forged = json!({"v": 1, "from": a.bus.instance(), "seq": 1,
+        "change": {"type": "resource_updated", "uri": format!("{LOGS}/forged")}});
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg(forged.to_string())
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        format!("{LOGS}/forged")
+    );
+    let real = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{LOGS}/real"))
+        .await;
+    assert_eq!(real.remote, Ok(()));
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        format!("{LOGS}/real")
+    );
+    assert_eq!(b.bus.dropped(), 0);
+}
+
+/// An update is published on the channel of every URI that covers it: an
+/// instance subscribed to two of them hears it twice and delivers it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_copies_of_one_publication_are_delivered_once() {
+    let redis = Redis::start();
+    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let mut broad = b
+        .listen(
+            "alice",
+            1,
+            json!({"resourceSubscriptions": ["demo://public"]}),
+        )
+        .await;
+    let mut narrow = b
+        .listen("bob", 2, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    for uri in ["demo://public", LOGS] {
+        let channel = b.bus.channel_name(Channel::Resource(uri));
+        eventually("b subscribed to both", || async {
+            redis.numsub(&channel).await == 1
+        })
+        .await;
+    }
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    let today = format!("{LOGS}/today");
+    for _ in 0..3 {
+        let published = a.hub.publisher().resource_updated(&today).await;
+        assert_eq!(published.remote, Ok(()));
+        for stream in [&mut broad, &mut narrow] {
+            assert_eq!(stream.message().await["params"]["uri"], today);
+        }
+    }
+    broad.silent(Duration::from_millis(300)).await;
+    narrow.silent(Duration::from_millis(300)).await;
+}
+
+/// A `ResourceAccess` hook that takes 2 s per call holds up the deliveries
+/// behind it, never the connection: while it runs, a new stream's
+/// subscription is made within its 500 ms and an outage is noticed within
+/// a ping's interval and timeout (1.5 s). Every update is delivered after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_hook_does_not_stall_the_connection() {
+    let redis = Redis::start();
+    let calls = Arc::new(Calls::default());
+    let a = Instance::new(&redis, "app");
+    let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
+    let mut slow = slow_listen(&redis, &a, &b, json!({})).await;
+    for i in 0..3 {
+        let published = a
+            .hub
+            .publisher()
+            .resource_updated(&format!("{SLOW}{i}"))
+            .await;
+        assert_eq!(published.remote, Ok(()));
+    }
+    eventually("the hook runs", || async { calls.begun() == 1 }).await;
+
+    let asked = Instant::now();
+    let _logs = b
+        .listen("alice", 2, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    assert_eq!(redis.numsub(&channel).await, 1, "subscribed at the ack");
+    let took = asked.elapsed();
+    assert!(took < Duration::from_millis(500), "the ack took {took:?}");
+    assert_eq!(calls.ended(), 0, "the hook still runs");
+
+    redis.signal("STOP");
+    let stopped = Instant::now();
+    while b.bus.is_connected() {
+        let took = stopped.elapsed();
+        assert!(
+            took < Duration::from_millis(1_800),
+            "no outage noticed in {took:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(calls.ended() < 3, "the hook's deliveries still run");
+    redis.signal("CONT");
+    for i in 0..3 {
+        assert_eq!(slow.message().await["params"]["uri"], format!("{SLOW}{i}"));
+    }
+    assert_eq!((b.bus.overflowed(), b.bus.dropped()), (0, 0));
+}
+
+/// Deliveries behind a slow hook queue up to 1024 messages; the newest
+/// past them are dropped and counted, and the queue is delivered after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_delivery_queue_drops_the_newest_and_counts_them() {
+    let redis = Redis::start();
+    let calls = Arc::new(Calls::default());
+    let a = Instance::new(&redis, "app");
+    let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
+    let mut stream = slow_listen(&redis, &a, &b, json!({"toolsListChanged": true})).await;
+    let _ = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{SLOW}0"))
+        .await;
+    eventually("the hook runs", || async { calls.begun() == 1 }).await;
+
+    let channel = b.bus.channel_name(Channel::List(ListChanged::Tools));
+    let mut flood = redis::pipe();
+    for seq in 0..1_100 {
+        let message = json!({"v": 1, "from": "worker", "seq": seq,
+            "change": {"type": "list_changed", "list": "tools"}});
+        flood
+            .cmd("PUBLISH")
+            .arg(&channel)
+            .arg(message.to_string())
+            .ignore();
+    }
+    let () = flood
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    eventually("76 dropped", || async { b.bus.overflowed() == 76 }).await;
+    assert_eq!(calls.ended(), 0, "the hook still runs");
+    assert_eq!(stream.message().await["params"]["uri"], format!("{SLOW}0"));
+    assert_eq!(
+        stream.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    assert_eq!((b.bus.overflowed(), b.bus.dropped()), (76, 0));
+}
+
+/// The rules of docs/security.md's Redis user for the prefix `app`.
+const ACL_USER: &str =
+    "edge on >secret resetchannels &app:* -@all +subscribe +unsubscribe +publish +ping";
+
+/// Two instances run as a Redis user held to the deployment's channels:
+/// delivery crosses, a channel is left, pings are answered, Redis refused
+/// nothing the bus sent, and the user cannot publish outside the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_run_as_a_redis_user_held_to_the_prefix() {
+    let redis = Redis::start();
+    let mut admin = redis.connection().await;
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(ACL_USER.split(' ').collect::<Vec<_>>())
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://edge:secret@127.0.0.1:{}/", redis.port);
+    let a = Instance::with(&url, "app", profile());
+    let b = Instance::with(&url, "app", profile());
+    let mut stream = b
+        .listen(
+            "alice",
+            1,
+            json!({"resourceSubscriptions": [LOGS], "toolsListChanged": true}),
+        )
+        .await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    crosses(&a, &mut stream, LOGS, "connecting as the user").await;
+    let _ = a.hub.publisher().list_changed(ListChanged::Tools).await;
+    assert_eq!(
+        stream.message().await["method"],
+        "notifications/tools/list_changed"
+    );
+    // The last stream gone, b leaves the channel; pings go on meanwhile.
+    drop(stream);
+    eventually("b unsubscribed", || async {
+        redis.numsub(&channel).await == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(a.bus.is_connected() && b.bus.is_connected());
+    let refused: Vec<redis::Value> = redis::cmd("ACL")
+        .arg("LOG")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(refused.is_empty(), "Redis refused the bus: {refused:?}");
+
+    let mut edge = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let inside: Result<i64, _> = redis::cmd("PUBLISH")
+        .arg("app:x")
+        .arg("m")
+        .query_async(&mut edge)
+        .await;
+    assert_eq!(inside.unwrap(), 0);
+    let outside: Result<i64, redis::RedisError> = redis::cmd("PUBLISH")
+        .arg("other:x")
+        .arg("m")
+        .query_async(&mut edge)
+        .await;
+    let error = outside.unwrap_err();
+    assert_eq!(error.code(), Some("NOPERM"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
