@@ -11,6 +11,9 @@ use crate::Principal;
 /// Most decisions kept at once. Past it, expired ones are forgotten first,
 /// and all of them if none had expired.
 const MAX_DECISIONS: usize = 65_536;
+/// Most bytes of URIs kept at once, the same way: the URIs come from
+/// updates (a bus message's among them), up to 64 KiB each.
+const MAX_URI_BYTES: usize = 8 * 1024 * 1024;
 
 /// The decision cache: one per profile, shared by its clones.
 pub(crate) struct Decisions {
@@ -22,6 +25,8 @@ pub(crate) struct Decisions {
 struct Entries {
     by_caller: HashMap<Option<Principal>, HashMap<Box<str>, Decision>>,
     len: usize,
+    /// The bytes of the URIs kept.
+    bytes: usize,
 }
 
 /// One answer of the hook, and when it was given.
@@ -76,15 +81,16 @@ impl Decisions {
             return;
         }
         let mut entries = self.entries();
-        if entries.len >= MAX_DECISIONS {
-            let mut len = 0;
+        if entries.len >= MAX_DECISIONS || entries.bytes + uri.len() > MAX_URI_BYTES {
+            let (mut len, mut bytes) = (0, 0);
             entries.by_caller.retain(|_, uris| {
                 uris.retain(|_, decision| self.fresh(decision, now));
                 len += uris.len();
+                bytes += uris.keys().map(|uri| uri.len()).sum::<usize>();
                 !uris.is_empty()
             });
-            entries.len = len;
-            if len >= MAX_DECISIONS {
+            (entries.len, entries.bytes) = (len, bytes);
+            if len >= MAX_DECISIONS || bytes + uri.len() > MAX_URI_BYTES {
                 *entries = Entries::default();
             }
         }
@@ -92,13 +98,22 @@ impl Decisions {
         let added = uris
             .insert(uri.into(), Decision { readable, at: now })
             .is_none();
-        entries.len += usize::from(added);
+        if added {
+            entries.len += 1;
+            entries.bytes += uri.len();
+        }
     }
 
     /// How many decisions are kept (expired ones included).
     #[cfg(test)]
     fn len(&self) -> usize {
         self.entries().len
+    }
+
+    /// The bytes of the URIs kept.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.entries().bytes
     }
 }
 
@@ -182,5 +197,22 @@ mod tests {
         assert_eq!(readable(&decisions, None, "demo://new", t2), None);
         assert_eq!(readable(&decisions, None, "demo://1", t2), Some(true));
         assert_eq!(readable(&decisions, None, "demo://newer", t2), Some(true));
+    }
+
+    #[test]
+    fn long_uris_are_kept_within_a_bound_in_bytes() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let now = Instant::now();
+        let long = "x".repeat(64 * 1024);
+        for i in 0..1000 {
+            decisions.put(None, &format!("demo://{i}/{long}"), true, now);
+            assert!(decisions.bytes() <= MAX_URI_BYTES);
+        }
+        // Everything was forgotten at least once, and the newest is kept.
+        assert!(decisions.len() < 1000);
+        assert_eq!(
+            readable(&decisions, None, &format!("demo://999/{long}"), now),
+            Some(true)
+        );
     }
 }
