@@ -148,7 +148,11 @@ struct Seen {
 }
 
 impl Seen {
-    /// The decision on `uri` that holds at `now`: this stream's, or the cache's.
+    /// The decision on `uri` that holds at `now`: this stream's, or the
+    /// cache's. A URI a client could read as another path may not be read:
+    /// the hook judges it as spelled, and no honoured URI matches it
+    /// exactly here. (It never enters this stream's decisions, so the
+    /// check runs once per URI and decision lifetime.)
     fn decision(
         &mut self,
         decisions: &Decisions,
@@ -160,6 +164,9 @@ impl Seen {
             if decisions.fresh(decision, now) {
                 return Some(decision.readable);
             }
+        }
+        if resolves_elsewhere(uri.as_bytes()) {
+            return Some(false);
         }
         let decision = decisions.get(caller, uri, now)?;
         self.keep(uri, decision);
@@ -246,11 +253,6 @@ impl Screen for Updates {
         let Some(access) = self.profile.resource_access() else {
             return Poll::Ready(true);
         };
-        // The hook judges the URI as spelled; a client may read another
-        // path in it, and no honoured URI matches it exactly here.
-        if uris.iter().any(|uri| resolves_elsewhere(uri.as_bytes())) {
-            return seen.drop_one("a URI a client could resolve to another path");
-        }
         let now = Instant::now();
         let mut unknown: Vec<&str> = Vec::new();
         for uri in &uris {
