@@ -51,11 +51,7 @@ impl Decisions {
     }
 
     fn entries(&self) -> MutexGuard<'_, Entries> {
-        // A panic elsewhere cannot leave the maps inconsistent: each change
-        // is one insert or one removal.
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.entries)
     }
 
     /// Whether `decision` still holds at `now`.

@@ -59,6 +59,7 @@ pub mod jsonrpc;
 pub mod listen_filter;
 mod profile;
 mod rejection;
+mod sync;
 
 pub use self::advertise::Era;
 pub use self::capabilities::{Capabilities, CapabilitiesLayer};

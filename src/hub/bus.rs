@@ -7,6 +7,7 @@
 //! instance subscribes to a channel once, however many local streams hear
 //! it.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +16,7 @@ use std::sync::{Arc, Weak};
 use serde_json::{Map, Value};
 
 use super::{ListChanged, Shared};
+use crate::filter::stream::coverers;
 use crate::Principal;
 
 /// What a stream listens on, as a bus names it.
@@ -45,6 +47,30 @@ impl<'a> Channel<'a> {
             Topic::Task { owner, id } => Channel::Task { owner, id },
         }
     }
+}
+
+/// The channels a stream that hears `topics` is registered under: every
+/// topic, except a URI that another of its URIs covers. So a resource
+/// update finds each stream once, through the broadest of its URIs that
+/// covers the update's: of two URIs that both cover a third, the shorter
+/// covers the longer.
+pub(super) fn heard(topics: &[crate::Topic]) -> impl Iterator<Item = Channel<'_>> {
+    let uris: HashSet<&str> = topics
+        .iter()
+        .filter_map(|topic| match topic {
+            crate::Topic::Resource(uri) => Some(uri.as_str()),
+            _ => None,
+        })
+        .collect();
+    topics
+        .iter()
+        .filter(move |topic| match topic {
+            crate::Topic::Resource(uri) if uris.len() > 1 => {
+                !coverers(uri).any(|coverer| coverer.len() < uri.len() && uris.contains(coverer))
+            }
+            _ => true,
+        })
+        .map(Channel::of)
 }
 
 /// A change published on one instance, for the streams of every other.
@@ -175,7 +201,7 @@ impl Inbox {
         let Some(shared) = self.shared.upgrade() else {
             return 0;
         };
-        super::deliver(&shared, &change).await
+        super::delivery::deliver(&shared, &change).await
     }
 }
 

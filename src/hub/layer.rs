@@ -97,7 +97,7 @@ where
             return ResponseFuture::inner(self.inner.call(request));
         };
         let (parts, _) = request.into_parts();
-        let bucket = self.shared.key(&parts);
+        let bucket = self.shared.key(&parts).into();
         let opener = Opener::Stream {
             filter: &filter,
             bucket,
@@ -114,7 +114,8 @@ where
             Admission::Closed(queue) => {
                 stream(ListenStream::new(self.shared.clone(), None, queue, filter))
             }
-            Admission::Full { limit, max } => {
+            Admission::Full { cap, max } => {
+                let limit = cap.name();
                 tracing::info!(limit, max, "listen hub: a listen over a cap was refused");
                 let error = JsonRpcError::new(
                     RESOURCE_EXHAUSTED,

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -18,6 +18,7 @@ use super::ListChanged;
 use crate::filter::stream::coverers;
 #[cfg(test)]
 use crate::filter::stream::covers;
+use crate::sync::lock;
 use crate::Principal;
 
 /// The longest message taken from a channel.
@@ -314,14 +315,6 @@ impl Wire {
             },
         })
     }
-}
-
-/// Locks `mutex`, poisoned or not: every change made under this bus's
-/// locks is one insert, removal or swap, so none is left half done.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Inner {

@@ -2,10 +2,11 @@
 //! caller. A delivery queues its event on each stream of an index under
 //! the registry's lock, deciding once per caller whether it may be heard.
 
-use std::collections::{hash_map, HashMap, HashSet};
+use std::collections::{hash_map, HashMap};
 use std::sync::Arc;
+use std::task::Waker;
 
-use super::bus::{Bus, Change, Channel};
+use super::bus::{heard, Bus, Change, Channel};
 use super::stream::{End, Queue};
 use super::Config;
 use crate::filter::stream::coverers;
@@ -68,7 +69,42 @@ pub(super) struct Registry {
     /// (owner, task id) → the streams honouring it.
     tasks: HashMap<(Principal, Box<str>), Streams>,
     /// Open streams per admission bucket.
-    buckets: HashMap<Option<String>, usize>,
+    buckets: HashMap<Bucket, usize>,
+}
+
+/// Whose count a listen stream is admitted in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Bucket {
+    /// The one every request without a key shares (anonymous callers).
+    Shared,
+    /// A caller's name, or the key of an
+    /// [`admission_key`](super::ListenHubBuilder::admission_key).
+    Key(String),
+}
+
+impl From<Option<String>> for Bucket {
+    fn from(key: Option<String>) -> Self {
+        key.map_or(Bucket::Shared, Bucket::Key)
+    }
+}
+
+/// A cap a listen may be over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cap {
+    /// [`max_streams`](super::ListenHubBuilder::max_streams).
+    Streams,
+    /// [`max_streams_per_caller`](super::ListenHubBuilder::max_streams_per_caller).
+    StreamsPerCaller,
+}
+
+impl Cap {
+    /// Its name in the refusal's `data.limit`.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Cap::Streams => "streams",
+            Cap::StreamsPerCaller => "streams_per_caller",
+        }
+    }
 }
 
 struct Entry {
@@ -76,7 +112,7 @@ struct Entry {
     topics: Topics,
     caller: Option<Principal>,
     /// A listen stream's admission bucket; `None` for a [`Watch`](super::Watch).
-    bucket: Option<Option<String>>,
+    bucket: Option<Bucket>,
 }
 
 /// What an entry hears: a listen's honoured filter, or a watch's own topics.
@@ -94,36 +130,12 @@ impl Topics {
     }
 }
 
-/// The channels a stream that hears `topics` is registered under: every
-/// topic, except a URI that another of its URIs covers. So a resource
-/// update finds each stream once, through the broadest of its URIs that
-/// covers the update's: of two URIs that both cover a third, the shorter
-/// covers the longer.
-pub(super) fn heard(topics: &[Topic]) -> impl Iterator<Item = Channel<'_>> {
-    let uris: HashSet<&str> = topics
-        .iter()
-        .filter_map(|topic| match topic {
-            Topic::Resource(uri) => Some(uri.as_str()),
-            _ => None,
-        })
-        .collect();
-    topics
-        .iter()
-        .filter(move |topic| match topic {
-            Topic::Resource(uri) if uris.len() > 1 => {
-                !coverers(uri).any(|coverer| coverer.len() < uri.len() && uris.contains(coverer))
-            }
-            _ => true,
-        })
-        .map(Channel::of)
-}
-
 /// Who asks to be registered.
 pub(super) enum Opener<'a> {
     /// A listen stream, within the caps of its bucket.
     Stream {
         filter: &'a HonouredFilter,
-        bucket: Option<String>,
+        bucket: Bucket,
         config: &'a Config,
     },
     /// A watch of a server's own: no cap.
@@ -137,8 +149,8 @@ pub(super) enum Opener<'a> {
 pub(super) enum Admission {
     /// Registered under this id.
     Open(u64, Arc<Queue>),
-    /// Over a cap: its name and value.
-    Full { limit: &'static str, max: usize },
+    /// Over a cap, of this value.
+    Full { cap: Cap, max: usize },
     /// The hub shut down: the stream is acknowledged and ends at once.
     Closed(Arc<Queue>),
 }
@@ -185,9 +197,7 @@ impl Registry {
     /// Registers a listen stream within the caps, or a watch.
     pub(super) fn open(&mut self, opener: Opener<'_>, bus: &dyn Bus) -> Admission {
         if self.closed {
-            let queue = Arc::new(Queue::default());
-            queue.end(End::Shutdown);
-            return Admission::Closed(queue);
+            return Admission::Closed(Queue::ended(End::Shutdown));
         }
         let (topics, caller, bucket) = match opener {
             Opener::Stream {
@@ -197,14 +207,14 @@ impl Registry {
             } => {
                 if self.len() >= config.max_streams {
                     return Admission::Full {
-                        limit: "streams",
+                        cap: Cap::Streams,
                         max: config.max_streams,
                     };
                 }
                 let open = self.buckets.get(&bucket).copied().unwrap_or(0);
                 if open >= config.max_streams_per_caller {
                     return Admission::Full {
-                        limit: "streams_per_caller",
+                        cap: Cap::StreamsPerCaller,
                         max: config.max_streams_per_caller,
                     };
                 }
@@ -278,12 +288,13 @@ impl Registry {
     }
 
     /// Ends every stream gracefully, and every later one at once; how many
-    /// were open.
-    pub(super) fn shut(&mut self) -> usize {
+    /// were open. The streams' wakers go to `woken`, to be woken once the
+    /// registry's lock is released.
+    pub(super) fn shut(&mut self, woken: &mut Vec<Waker>) -> usize {
         self.closed = true;
         let open = self.len();
         for entry in self.streams.values() {
-            entry.queue.end(End::Shutdown);
+            entry.queue.end(End::Shutdown, woken);
         }
         open
     }

@@ -11,8 +11,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 use serde_json::{Map, Value};
 
-use super::bus::{BusReady, Channel};
-use super::registry::heard;
+use super::bus::{heard, BusReady, Channel};
 use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
@@ -195,13 +194,12 @@ enum Next {
 impl Queue {
     #[inline]
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.state)
     }
 
-    /// Queues `item`, within `backlog` events.
-    pub(crate) fn push(&self, item: &Item, backlog: usize) -> Pushed {
+    /// Queues `item`, within `backlog` events; the stream's waker, to be
+    /// woken once the caller's locks are released, goes to `woken`.
+    pub(crate) fn push(&self, item: &Item, backlog: usize, woken: &mut Vec<Waker>) -> Pushed {
         let mut state = self.state();
         if state.end.is_some() {
             return Pushed::Ended;
@@ -214,24 +212,32 @@ impl Queue {
         if state.items.len() >= backlog {
             state.items.clear();
             state.end = Some(End::Lagged { backlog });
-            wake(&mut state);
+            woken.extend(state.waker.take());
             return Pushed::Lagged;
         }
         if let Some(list) = item.list() {
             state.pending[list.index()] = true;
         }
         state.items.push_back(item.clone());
-        wake(&mut state);
+        woken.extend(state.waker.take());
         Pushed::Queued
     }
 
-    /// Ends the stream after what is queued (at shutdown).
-    pub(crate) fn end(&self, end: End) {
+    /// Ends the stream after what is queued (at shutdown); its waker goes
+    /// to `woken`, as for [`push`](Self::push).
+    pub(crate) fn end(&self, end: End, woken: &mut Vec<Waker>) {
         let mut state = self.state();
         if state.end.is_none() {
             state.end = Some(end);
-            wake(&mut state);
+            woken.extend(state.waker.take());
         }
+    }
+
+    /// A queue that has ended already (it has no waker yet).
+    pub(crate) fn ended(end: End) -> Arc<Self> {
+        let queue = Arc::new(Queue::default());
+        queue.end(end, &mut Vec::new());
+        queue
     }
 
     #[inline]
@@ -251,12 +257,6 @@ impl Queue {
             _ => state.waker = Some(cx.waker().clone()),
         }
         Next::Nothing
-    }
-}
-
-fn wake(state: &mut State) {
-    if let Some(waker) = state.waker.take() {
-        waker.wake();
     }
 }
 

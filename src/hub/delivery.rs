@@ -1,0 +1,150 @@
+//! Delivery on this instance: a change is queued on every stream that
+//! hears it, under the registry's lock, deciding once per caller whether it
+//! may be heard; the streams are woken once the lock is released.
+
+use std::collections::HashMap;
+use std::task::Waker;
+use std::time::Instant;
+
+use super::stream::{Item, Pushed};
+use super::{Change, Shared};
+use crate::access::Decisions;
+use crate::Principal;
+
+/// Delivers `change` to this instance's streams; how many it was queued on.
+pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
+    let mut readers = Readers::of(shared, change);
+    loop {
+        match queue(shared, change, readers.as_mut()) {
+            Ok(queued) => return queued,
+            Err(unknown) => match &mut readers {
+                Some(readers) => readers.ask(unknown).await,
+                // Only a check of readers leaves callers unknown.
+                None => return 0,
+            },
+        }
+    }
+}
+
+/// Queues `change` on every stream that hears it and whose caller may
+/// (all of them without `readers`), under the registry's lock; how many it
+/// was queued on. When some caller's answer is not known yet, nothing is
+/// queued: those callers are the error.
+fn queue(
+    shared: &Shared,
+    change: &Change,
+    mut readers: Option<&mut Readers<'_>>,
+) -> Result<usize, Vec<Option<Principal>>> {
+    // Locks, in the order taken: the registry's, then under it the
+    // decision cache's (`decide`) and each stream's queue (`push`), one at
+    // a time. Neither of those is ever held while the registry's is taken,
+    // and no stream is woken while the registry's is held.
+    let mut registry = shared.registry();
+    let audience = registry.audience(change);
+    let mut heard = Vec::new();
+    let mut unknown: Vec<Option<Principal>> = Vec::new();
+    for (caller, streams) in audience.iter().flat_map(|streams| streams.callers()) {
+        let decision = match readers.as_mut() {
+            Some(readers) => readers.decide(caller),
+            None => Some(true),
+        };
+        match decision {
+            Some(true) => heard.push(streams),
+            Some(false) => tracing::debug!(
+                streams = streams.len(),
+                "listen hub: an update the caller may no longer read was dropped"
+            ),
+            None if unknown.iter().any(|known| known.as_ref() == caller) => {}
+            None => unknown.push(caller.cloned()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(unknown);
+    }
+    if heard.is_empty() {
+        return Ok(0);
+    }
+    let item = Item::of(change);
+    let mut queued = 0;
+    let mut lagged = Vec::new();
+    let mut woken: Vec<Waker> = Vec::with_capacity(heard.iter().map(|streams| streams.len()).sum());
+    for (id, stream) in heard.into_iter().flatten() {
+        match stream.push(&item, shared.config.backlog, &mut woken) {
+            Pushed::Queued => queued += 1,
+            Pushed::Ended => {}
+            // A stream that falls behind leaves the registry at once.
+            Pushed::Lagged => lagged.push(*id),
+        }
+    }
+    drop(audience);
+    for id in lagged {
+        registry.close(id, &*shared.bus);
+    }
+    drop(registry);
+    woken.into_iter().for_each(Waker::wake);
+    Ok(queued)
+}
+
+/// The callers that may hear a resource update under a
+/// [`ResourceAccess`](crate::ResourceAccess) hook: those that may read its
+/// URI now.
+struct Readers<'a> {
+    access: &'a dyn crate::ResourceAccess,
+    decisions: &'a Decisions,
+    uri: &'a str,
+    now: Instant,
+    /// The decisions the cache gave this delivery, before the hook was asked.
+    cached: Vec<(Option<Principal>, bool)>,
+    /// Once the hook was asked: every decision of this delivery, the cache's
+    /// and the hook's, so that none changes between the two passes.
+    settled: Option<HashMap<Option<Principal>, bool>>,
+}
+
+impl<'a> Readers<'a> {
+    /// The check `change` needs: none but for a resource update under a hook.
+    fn of(shared: &'a Shared, change: &'a Change) -> Option<Self> {
+        match (change, shared.profile.resource_access()) {
+            (Change::ResourceUpdated { uri }, Some(access)) => Some(Self {
+                access,
+                decisions: shared.profile.decisions(),
+                uri,
+                now: Instant::now(),
+                cached: Vec::new(),
+                settled: None,
+            }),
+            _ => None,
+        }
+    }
+
+    /// May `caller` hear it: `None` when the hook is to be asked. Once it
+    /// was asked, a caller this delivery did not decide (its stream opened
+    /// meanwhile) is decided by the cache, or may not.
+    fn decide(&mut self, caller: Option<&Principal>) -> Option<bool> {
+        if let Some(settled) = &self.settled {
+            let decided = settled.get(&caller.cloned()).copied();
+            return Some(decided.unwrap_or_else(|| self.cache(caller) == Some(true)));
+        }
+        let readable = self.cache(caller)?;
+        self.cached.push((caller.cloned(), readable));
+        Some(readable)
+    }
+
+    fn cache(&self, caller: Option<&Principal>) -> Option<bool> {
+        let decision = self.decisions.get(caller, self.uri, self.now)?;
+        Some(decision.readable)
+    }
+
+    /// Asks the hook about `callers` (one call each), keeping the answers
+    /// in the decision cache and, with the cache's, for this delivery.
+    async fn ask(&mut self, callers: Vec<Option<Principal>>) {
+        let mut settled: HashMap<_, _> = self.cached.drain(..).collect();
+        for caller in callers {
+            let answer = self.access.readable(caller.as_ref(), &[self.uri]).await;
+            let answer = answer.first() == Some(&true);
+            self.decisions
+                .put(caller.as_ref(), self.uri, answer, Instant::now());
+            settled.insert(caller, answer);
+        }
+        self.settled = Some(settled);
+    }
+}
