@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use super::once::Once;
 use super::rewind::{poll_bytes, Rewind};
 use super::watch::Watch;
 
@@ -41,7 +42,7 @@ pin_project! {
             body: Pin<Box<Watch<Rewind<B>>>>,
         },
         Full {
-            data: Option<Bytes>,
+            body: Once,
         },
     }
 }
@@ -65,7 +66,7 @@ impl<B: Body> RequestBody<B> {
     pub(crate) fn full(data: Bytes) -> Self {
         Self {
             kind: Kind::Full {
-                data: (!data.is_empty()).then_some(data),
+                body: Once::new(data),
             },
         }
     }
@@ -82,7 +83,7 @@ impl<B: Body> Body for RequestBody<B> {
         match self.project().kind.project() {
             KindProj::PassThrough { body } => poll_bytes(body, cx),
             KindProj::Rewound { body } => body.as_mut().poll_frame(cx),
-            KindProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
+            KindProj::Full { body } => Poll::Ready(body.next_frame().map(Ok)),
         }
     }
 
@@ -90,7 +91,7 @@ impl<B: Body> Body for RequestBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.is_end_stream(),
             Kind::Rewound { body } => body.is_end_stream(),
-            Kind::Full { data } => data.is_none(),
+            Kind::Full { body } => body.is_end_stream(),
         }
     }
 
@@ -98,9 +99,7 @@ impl<B: Body> Body for RequestBody<B> {
         match &self.kind {
             Kind::PassThrough { body } => body.size_hint(),
             Kind::Rewound { body } => body.size_hint(),
-            Kind::Full { data } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
+            Kind::Full { body } => body.size_hint(),
         }
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod body;
 pub(crate) mod classify;
 pub(crate) mod event_stream;
 pub(crate) mod intercept;
+pub(crate) mod once;
 pub(crate) mod peek;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod ready;

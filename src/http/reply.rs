@@ -10,6 +10,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::event_stream::{EventRule, EventStream, Screen, Verbatim};
+use super::once::Once;
 use super::rewind::{poll_bytes, Rewind};
 
 pin_project! {
@@ -28,8 +29,7 @@ pin_project! {
             body: B,
         },
         Full {
-            data: Option<Bytes>,
-            trailers: Option<Box<HeaderMap>>,
+            body: Once,
         },
         Rewound {
             body: Pin<Box<Rewind<B>>>,
@@ -47,8 +47,7 @@ impl<B: Body, E, S> Reply<B, E, S> {
     /// A body the layer wrote, with the trailers the inner's body ended with.
     pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         Self::Full {
-            data: (!data.is_empty()).then_some(data),
-            trailers: trailers.map(Box::new),
+            body: Once::with_trailers(data, trailers),
         }
     }
 
@@ -100,12 +99,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project() {
             ReplyProj::PassThrough { body } => poll_bytes(body, cx),
-            ReplyProj::Full { data, trailers } => Poll::Ready(
-                data.take()
-                    .map(Frame::data)
-                    .or_else(|| trailers.take().map(|trailers| Frame::trailers(*trailers)))
-                    .map(Ok),
-            ),
+            ReplyProj::Full { body } => Poll::Ready(body.next_frame().map(Ok)),
             ReplyProj::Rewound { body } => body.as_mut().poll_frame(cx),
             ReplyProj::Events { body } => body.as_mut().poll_frame(cx),
             ReplyProj::Screened { body } => body.as_mut().poll_frame(cx),
@@ -115,7 +109,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::PassThrough { body } => body.is_end_stream(),
-            Self::Full { data, trailers } => data.is_none() && trailers.is_none(),
+            Self::Full { body } => body.is_end_stream(),
             Self::Rewound { body } => body.is_end_stream(),
             Self::Events { body } => body.is_end_stream(),
             Self::Screened { body } => body.is_end_stream(),
@@ -125,9 +119,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::PassThrough { body } => body.size_hint(),
-            Self::Full { data, .. } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
+            Self::Full { body } => body.size_hint(),
             Self::Rewound { body } => body.size_hint(),
             Self::Events { .. } | Self::Screened { .. } => SizeHint::default(),
         }

@@ -17,6 +17,7 @@ use super::registry::{Admission, Opener};
 use super::stream::ListenStream;
 use super::Shared;
 use crate::filter::stream::Served;
+use crate::http::once::Once;
 use crate::http::rewind::poll_bytes;
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
 use crate::HonouredFilter;
@@ -240,7 +241,7 @@ pin_project! {
         },
         // An answer the hub wrote.
         Full {
-            data: Option<Bytes>,
+            body: Once,
         },
     }
 }
@@ -266,8 +267,10 @@ impl<B> ResponseBody<B> {
     fn retyped<C>(body: ResponseBody<C>) -> Self {
         Self::of(match body.kind {
             BodyKind::Stream { stream } => BodyKind::Stream { stream },
-            BodyKind::Full { data } => BodyKind::Full { data },
-            BodyKind::Inner { .. } => BodyKind::Full { data: None },
+            BodyKind::Full { body } => BodyKind::Full { body },
+            BodyKind::Inner { .. } => BodyKind::Full {
+                body: Once::default(),
+            },
         })
     }
 }
@@ -275,7 +278,7 @@ impl<B> ResponseBody<B> {
 impl<B> From<Bytes> for ResponseBody<B> {
     fn from(data: Bytes) -> Self {
         Self::of(BodyKind::Full {
-            data: (!data.is_empty()).then_some(data),
+            body: Once::new(data),
         })
     }
 }
@@ -293,7 +296,7 @@ impl<B: Body> Body for ResponseBody<B> {
             BodyProj::Stream { stream } => Pin::new(stream)
                 .poll_frame(cx)
                 .map(|frame| frame.map(|frame| frame.map_err(|never| match never {}))),
-            BodyProj::Full { data } => Poll::Ready(data.take().map(|data| Ok(Frame::data(data)))),
+            BodyProj::Full { body } => Poll::Ready(body.next_frame().map(Ok)),
         }
     }
 
@@ -301,7 +304,7 @@ impl<B: Body> Body for ResponseBody<B> {
         match &self.kind {
             BodyKind::Inner { body } => body.is_end_stream(),
             BodyKind::Stream { stream } => stream.is_end_stream(),
-            BodyKind::Full { data } => data.is_none(),
+            BodyKind::Full { body } => body.is_end_stream(),
         }
     }
 
@@ -309,9 +312,7 @@ impl<B: Body> Body for ResponseBody<B> {
         match &self.kind {
             BodyKind::Inner { body } => body.size_hint(),
             BodyKind::Stream { .. } => SizeHint::default(),
-            BodyKind::Full { data } => {
-                SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
-            }
+            BodyKind::Full { body } => body.size_hint(),
         }
     }
 }
