@@ -84,8 +84,9 @@ pub struct Limits {
     /// alone refuses only an `initialize` or `server/discover` it cannot
     /// read within it, and passes any other body on.
     pub max_peek: usize,
-    /// The largest JSON `initialize` or `server/discover` response that is
-    /// rewritten; a longer one passes as it came (default 1 MiB).
+    /// The largest `initialize` or `server/discover` answer (not an event
+    /// stream) that is read and rewritten; a longer one is replaced by a
+    /// -32603 error for the request's id (default 1 MiB).
     pub max_rewritten_response: usize,
 }
 
@@ -308,8 +309,9 @@ impl ServerProfileBuilder {
         self
     }
 
-    /// The largest JSON `initialize` or `server/discover` response that is
-    /// rewritten (default 1 MiB).
+    /// The largest `initialize` or `server/discover` answer (not an event
+    /// stream) that is read and rewritten; a longer one is replaced by a
+    /// -32603 error for the request's id (default 1 MiB).
     pub fn max_rewritten_response(mut self, bytes: usize) -> Self {
         self.limits.max_rewritten_response = bytes;
         self
