@@ -12,7 +12,7 @@ use crate::codec::scan::Scanner;
 pub use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::{write_event, EventFields, Parser};
 use crate::http::classify::Shape;
-use crate::http::peek::{Peek, PeekLimits};
+use crate::http::peek::{Peek, PeekLimits, Scan};
 use crate::http::ready::Chunks;
 
 /// How the scanner classifies a method name (from the body or a header).
@@ -84,7 +84,7 @@ pub fn peek_watching(body: &[u8]) -> Outcome {
         method: usize::MAX,
         listen: usize::MAX,
     };
-    let mut peek = Peek::new(body, limits, true);
+    let mut peek = Peek::new(body, limits, Scan::Watching);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match peek.poll_classify(&mut cx) {
         std::task::Poll::Ready(classified) => match classified.shape {

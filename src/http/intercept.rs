@@ -28,7 +28,7 @@ use super::classify::{
     batch_names, is_encoded, is_event_stream, Classified, Head, Interest, Shape,
 };
 use super::event_stream::{EventRule, Screen};
-use super::peek::{Peek, PeekLimits};
+use super::peek::{Peek, PeekLimits, Scan};
 use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
 use crate::codec::scan::{Method, Outcome};
@@ -217,7 +217,11 @@ where
         }
         Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
         Gate::Peek => {
-            let mut peek = Peek::new(body, rules.limits(), rules.watches());
+            let scan = match rules.watches() {
+                true => Scan::Watching,
+                false => Scan::UntilDecided,
+            };
+            let mut peek = Peek::new(body, rules.limits(), scan);
             // A body whose first frames are at hand (hyper's, once the
             // request arrived; one from a buffer) is classified here, and a
             // request handed on is handed on at once. A body that is not

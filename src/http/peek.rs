@@ -61,17 +61,25 @@ pub(crate) struct Peek<B: Body> {
     limits: PeekLimits,
 }
 
+/// How far a [`Peek`] scans a body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scan {
+    /// Until its top-level `method` decides it: a first `method` that is
+    /// not intercepted ends the scan.
+    UntilDecided,
+    /// To the end of its object, what is in memory at once and the rest as
+    /// it is handed on, cut short at a second top-level `method`: a parser
+    /// that keeps the last of duplicate keys must never see a request other
+    /// than the one classified.
+    Watching,
+}
+
 impl<B: Body> Peek<B> {
-    /// Starts reading `body`. Unless `watching`, the scan stops at a first
-    /// `method` that is not intercepted. A watching scan reads every body to
-    /// the end of its object, what is in memory at once and the rest as it
-    /// is handed on, and cuts it short at a second top-level `method`: a
-    /// parser that keeps the last of duplicate keys must never see a request
-    /// other than the one classified.
-    pub(crate) fn new(body: B, limits: PeekLimits, watching: bool) -> Self {
-        let scanner = match watching {
-            true => Scanner::whole(),
-            false => Scanner::new(),
+    /// Starts reading `body`, scanning it as `scan` says.
+    pub(crate) fn new(body: B, limits: PeekLimits, scan: Scan) -> Self {
+        let scanner = match scan {
+            Scan::Watching => Scanner::whole(),
+            Scan::UntilDecided => Scanner::new(),
         };
         #[cfg(test)]
         tally::peek();
@@ -258,7 +266,7 @@ mod tests {
             b"call\",\"params\":{}}",
             b"  ",
         ]);
-        let mut peek = Peek::new(body, LIMITS, false);
+        let mut peek = Peek::new(body, LIMITS, Scan::UntilDecided);
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(classified, decided(OTHER, Outcome::Method(Method::Other)));
         // Other is decided at the end of its value: the last chunks were not read.
@@ -277,7 +285,7 @@ mod tests {
             method: 50,
             listen: 1000,
         };
-        let mut peek = Peek::new(body, limits, false);
+        let mut peek = Peek::new(body, limits, Scan::UntilDecided);
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(classified.shape, Shape::TooLarge);
         assert_eq!(classified.first, None);
@@ -294,7 +302,7 @@ mod tests {
         ] {
             let limits = PeekLimits { method: 40, listen };
             let parts = [&body[..30], &body[30..50], &body[50..]];
-            let mut peek = Peek::new(chunks(&parts), limits, true);
+            let mut peek = Peek::new(chunks(&parts), limits, Scan::Watching);
             let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
             assert_eq!(classified.shape, shape, "listen limit {listen}");
             assert_eq!(classified.first, Some(Method::Listen));
@@ -306,7 +314,7 @@ mod tests {
         let mut peek = Peek::new(
             chunks(&[b"{\"method\":", b"\"subscriptions/listen\"}"]),
             LIMITS,
-            false,
+            Scan::UntilDecided,
         );
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(classified.first, Some(Method::Listen));
@@ -319,7 +327,7 @@ mod tests {
         let mut peek = Peek::new(
             chunks(&[b"{\"method\":\"subscriptions/listen\"}", b"   "]),
             LIMITS,
-            false,
+            Scan::UntilDecided,
         );
         poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(
@@ -330,7 +338,7 @@ mod tests {
 
     async fn watched(body: &'static [u8]) -> (Classified, Bytes) {
         let full = http_body_util::Full::new(Bytes::from_static(body));
-        let mut peek = Peek::new(full, LIMITS, true);
+        let mut peek = Peek::new(full, LIMITS, Scan::Watching);
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         (
             classified,
@@ -375,7 +383,7 @@ mod tests {
                 b",\"method\":\"x\",\"rest\":1}",
             ]),
             LIMITS,
-            true,
+            Scan::Watching,
         );
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(classified, decided(OTHER, Outcome::Method(Method::Other)));
@@ -390,7 +398,7 @@ mod tests {
             Err(std::io::Error::other("reset")),
         ];
         let body = StreamBody::new(futures_util::stream::iter(frames));
-        let mut peek = Peek::new(body, LIMITS, false);
+        let mut peek = Peek::new(body, LIMITS, Scan::UntilDecided);
         let classified = poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(classified.shape, Shape::Unreadable);
         let mut replay = peek.into_body();
@@ -406,14 +414,14 @@ mod tests {
         let mut peek = Peek::new(
             chunks(&[br#"{"id":"a-1","method":"server/discover"}"#]),
             LIMITS,
-            false,
+            Scan::UntilDecided,
         );
         poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(peek.id_text().as_deref(), Some(r#""a-1""#));
         let mut peek = Peek::new(
             chunks(&[br#"{"method":"server/discover","id":7}"#]),
             LIMITS,
-            false,
+            Scan::UntilDecided,
         );
         poll_fn(|cx| peek.poll_classify(cx)).await;
         assert_eq!(peek.id_text().as_deref(), Some("7"));
