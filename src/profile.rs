@@ -13,6 +13,7 @@ use crate::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, Principal, PrincipalLookup, ResourceAccess,
     SubscriptionHook, TaskDirectory,
 };
+use crate::http::peek::PeekLimits;
 
 /// What the server offers, built once and shared by both layers.
 ///
@@ -91,6 +92,14 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// How far the layers' peek reads a request body.
+    pub(crate) fn peek(&self) -> PeekLimits {
+        PeekLimits {
+            method: self.max_peek,
+            listen: self.max_listen_body,
+        }
+    }
+
     /// The default limits.
     pub const fn new() -> Self {
         Self {

@@ -18,7 +18,7 @@ impl CapabilitiesLayer {
     /// Creates a layer that advertises what `profile` offers.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            limits: PeekLimits::of(&profile),
+            limits: profile.limits().peek(),
             profile,
             scan_pass_through: true,
         }

@@ -25,7 +25,6 @@ use super::rewind::{ReadError, Rewind};
 use super::watch::Watch;
 use crate::codec::json;
 use crate::codec::scan::{Method, Outcome, Scanner};
-use crate::ServerProfile;
 
 /// How far a peek reads, by what the body turns out to be.
 #[derive(Debug, Clone, Copy)]
@@ -37,15 +36,6 @@ pub(crate) struct PeekLimits {
 }
 
 impl PeekLimits {
-    /// The limits of `profile`.
-    pub(crate) fn of(profile: &ServerProfile) -> Self {
-        let limits = profile.limits();
-        Self {
-            method: limits.max_peek,
-            listen: limits.max_listen_body,
-        }
-    }
-
     /// The limit for a body whose first method is `first`.
     pub(crate) fn for_first(&self, first: Option<Method>) -> usize {
         match first {

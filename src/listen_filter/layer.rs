@@ -20,7 +20,7 @@ impl ListenFilterLayer {
     /// Creates a layer that honours listen filters by `profile`.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            limits: PeekLimits::of(&profile),
+            limits: profile.limits().peek(),
             profile,
             guard_stream: true,
             scan_pass_through: true,
