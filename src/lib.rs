@@ -57,6 +57,7 @@ mod http;
 pub mod hub;
 pub mod jsonrpc;
 pub mod listen_filter;
+mod macros;
 mod profile;
 mod rejection;
 mod sync;

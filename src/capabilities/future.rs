@@ -1,5 +1,5 @@
 use super::{CapabilitiesLayer, ResponseBody};
-use crate::http::reply::response_future;
+use crate::macros::response_future;
 
 response_future! {
     /// Response future for [`Capabilities`](super::Capabilities).

@@ -1,3 +1,10 @@
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use crate::http::intercept;
+use crate::RequestBody;
 use std::convert::Infallible;
 
 use bytes::Bytes;
@@ -11,16 +18,17 @@ use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::event_stream::Unscreened;
 use crate::http::intercept::{Decision, Gate, Later, Rules};
 use crate::http::peek::{Peek, PeekLimits};
-use crate::http::reply::middleware;
 use crate::{Era, Rejection, ServerProfile};
 
-middleware! {
-    /// Middleware that fills in the `capabilities` of every `initialize`
-    /// (legacy era) and `server/discover` (modern era) result from a
-    /// [`ServerProfile`].
-    ///
-    /// See the [module docs](crate::capabilities) for an example.
-    pub struct Capabilities, layer: CapabilitiesLayer, rules: |layer| layer
+/// Middleware that fills in the `capabilities` of every `initialize`
+/// (legacy era) and `server/discover` (modern era) result from a
+/// [`ServerProfile`].
+///
+/// See the [module docs](crate::capabilities) for an example.
+#[derive(Debug, Clone)]
+pub struct Capabilities<S> {
+    inner: S,
+    layer: CapabilitiesLayer,
 }
 
 impl<S> Capabilities<S> {
@@ -34,6 +42,50 @@ impl<S> Capabilities<S> {
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
         self.layer = self.layer.scan_pass_through(scan);
         self
+    }
+
+    pub(super) fn from_layer(inner: S, layer: CapabilitiesLayer) -> Self {
+        Self { inner, layer }
+    }
+
+    /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with [`Capabilities`].
+    pub fn layer(profile: ServerProfile) -> CapabilitiesLayer {
+        CapabilitiesLayer::new(profile)
+    }
+
+    /// Gets a reference to the inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gets a mutable reference to the inner service.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Capabilities<S>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ResBody: Body + 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody, ResBody>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
     }
 }
 

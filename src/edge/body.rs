@@ -1,4 +1,4 @@
-use crate::http::reply::response_body;
+use crate::macros::response_body;
 use crate::{CapabilitiesLayer, ListenFilterLayer};
 
 response_body! {

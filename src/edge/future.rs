@@ -1,5 +1,5 @@
 use super::ResponseBody;
-use crate::http::reply::response_future;
+use crate::macros::response_future;
 use crate::{CapabilitiesLayer, ListenFilterLayer};
 
 response_future! {

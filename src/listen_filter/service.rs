@@ -1,3 +1,10 @@
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use tower_service::Service;
+
+use crate::http::intercept;
+use crate::RequestBody;
 use bytes::Bytes;
 use http::request::Parts;
 use http_body::Body;
@@ -11,15 +18,16 @@ use crate::filter::honour_at;
 use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::intercept::{Decision, Gate, Later, Refusal, Rules};
 use crate::http::peek::{Peek, PeekLimits};
-use crate::http::reply::middleware;
 use crate::{HonouredFilter, Rejection, ServerProfile};
 
-middleware! {
-    /// Middleware that turns the `notifications` filter of every
-    /// `subscriptions/listen` request into the honoured filter for its caller.
-    ///
-    /// See the [module docs](crate::listen_filter) for an example.
-    pub struct ListenFilter, layer: ListenFilterLayer, rules: |layer| layer
+/// Middleware that turns the `notifications` filter of every
+/// `subscriptions/listen` request into the honoured filter for its caller.
+///
+/// See the [module docs](crate::listen_filter) for an example.
+#[derive(Debug, Clone)]
+pub struct ListenFilter<S> {
+    inner: S,
+    layer: ListenFilterLayer,
 }
 
 impl<S> ListenFilter<S> {
@@ -48,6 +56,50 @@ impl<S> ListenFilter<S> {
     pub fn check_updates(mut self, check: bool) -> Self {
         self.layer = self.layer.check_updates(check);
         self
+    }
+
+    pub(super) fn from_layer(inner: S, layer: ListenFilterLayer) -> Self {
+        Self { inner, layer }
+    }
+
+    /// Returns a new [`Layer`](tower_layer::Layer) that wraps services with [`ListenFilter`].
+    pub fn layer(profile: ServerProfile) -> ListenFilterLayer {
+        ListenFilterLayer::new(profile)
+    }
+
+    /// Gets a reference to the inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Gets a mutable reference to the inner service.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes `self`, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for ListenFilter<S>
+where
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>> + Clone,
+    ReqBody: Body,
+    ResBody: Body + 'static,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody, ResBody>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        ResponseFuture::new(intercept::call(&self.layer, &mut self.inner, request))
     }
 }
 
