@@ -483,6 +483,13 @@ fn screened<B: Body, E, Sc>(
     }
 }
 
+/// What a state's step leads to: the next state, already in place, or the
+/// future's output.
+enum Step<T> {
+    Next,
+    Done(T),
+}
+
 // The answer's body is `'static` (as hyper and axum ask of every body)
 // so that a rule may test its type.
 impl<R, S, ReqBody, ResBody> Future for ResponseFuture<R, S, ReqBody, ResBody>
@@ -496,197 +503,253 @@ where
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
-            match self.as_mut().project() {
-                StateProj::Peeking {
-                    peek,
-                    head,
-                    parts,
-                    rules,
-                    ..
-                } => {
-                    let classified = ready!(peek.poll_classify(cx));
-                    let decision = decide(rules, head, &classified, peek, parts);
-                    let StateOwn::Peeking {
-                        peek,
-                        parts,
-                        service,
-                        rules,
-                        screen,
-                        ..
-                    } = self.as_mut().finish()
-                    else {
-                        unreachable!("the future was peeking")
-                    };
-                    match next(&rules, decision, &classified, peek, parts) {
-                        Next::Call(request, take) => {
-                            self.as_mut().call(service, request, take, screen);
-                        }
-                        Next::Read(read) => {
-                            self.as_mut().project_replace(Self::Reading {
-                                read,
-                                service,
-                                rules,
-                                screen,
-                            });
-                        }
-                    }
-                }
-                StateProj::Reading { read, .. } => {
-                    let done = ready!(read.peek.poll_whole(cx, read.limit));
-                    let StateOwn::Reading {
-                        read,
-                        service,
-                        rules,
-                        screen,
-                    } = self.as_mut().finish()
-                    else {
-                        unreachable!("the future was reading")
-                    };
-                    let Whole {
-                        peek,
-                        parts,
-                        then,
-                        limit,
-                    } = read;
-                    let whole = match (then, done) {
-                        (Then::Refuse(rejection), read) => {
-                            let id = read.ok().and_then(|()| peek.request_id());
-                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
-                        }
-                        (Then::Whole(_) | Then::Batch, Err(error)) => {
-                            let rejection = match error {
-                                ReadError::TooLarge => Rejection::BodyTooLarge { limit },
-                                ReadError::Failed => Rejection::BodyUnreadable,
-                            };
-                            return Poll::Ready(Ok(refused(rejection, None)));
-                        }
-                        (Then::Batch, Ok(())) => {
-                            match batch_names(&peek.buffered(), rules.interest()) {
-                                Ok(None) => {
-                                    let request = Request::from_parts(parts, peek.into_body());
-                                    self.as_mut().call(service, request, None, screen);
-                                    continue;
-                                }
-                                Ok(Some(method)) => {
-                                    let rejection = Rejection::InvalidRequest(in_batch(method));
-                                    return Poll::Ready(Ok(refused(rejection, None)));
-                                }
-                                Err(()) => return Poll::Ready(Ok(refused(Rejection::Parse, None))),
-                            }
-                        }
-                        (Then::Whole(whole), Ok(())) => whole,
-                    };
-                    let future = rules.whole(whole, parts, peek.buffered(), |take| take);
-                    self.as_mut().project_replace(Self::Preparing {
-                        future,
-                        service,
-                        screen,
-                    });
-                }
-                StateProj::Preparing { future, .. } => {
-                    let prepared = ready!(future.as_mut().poll(cx));
-                    let StateOwn::Preparing {
-                        service, screen, ..
-                    } = self.as_mut().finish()
-                    else {
-                        unreachable!("the future was preparing")
-                    };
-                    match prepared {
-                        Ok((mut parts, body, take)) => {
-                            parts
-                                .headers
-                                .insert(header::CONTENT_LENGTH, body.len().into());
-                            parts.headers.remove(header::TRANSFER_ENCODING);
-                            let request = Request::from_parts(parts, RequestBody::full(body));
-                            self.as_mut().call(service, request, Some(take), screen);
-                        }
-                        Err((rejection, id)) => {
-                            return Poll::Ready(Ok(refused(rejection, id.as_deref())));
-                        }
-                    }
-                }
-                StateProj::Calling {
-                    future,
-                    take,
-                    screen,
-                } => {
-                    let response = ready!(future.poll(cx))?;
-                    let screen = screen
-                        .take()
-                        .filter(|_| take.as_ref().is_none_or(R::screens));
-                    let Some(rule) = take.take().and_then(R::answer) else {
-                        self.as_mut().finish();
-                        return Poll::Ready(Ok(screened(response, screen)));
-                    };
-                    let (mut parts, body) = response.into_parts();
-                    if rule.vouched(&parts, &body) {
-                        self.as_mut().finish();
-                        let body = Reply::PassThrough { body };
-                        return Poll::Ready(Ok(Response::from_parts(parts, body)));
-                    }
-                    if is_encoded(&parts.headers) {
-                        self.as_mut().finish();
-                        let reason =
-                            "the answer is compressed: compression belongs outside the layer";
-                        return Poll::Ready(Ok(replacement(reason, rule.id())));
-                    }
-                    if !is_event_stream(&parts.headers) {
-                        // JSON, any other type or none: a lenient client reads any body.
-                        self.as_mut().project_replace(Self::Rewriting {
-                            read: Box::pin(Rewind::new(body)),
-                            parts,
-                            json: rule,
-                        });
-                        continue;
-                    }
-                    parts.headers.remove(header::CONTENT_LENGTH);
-                    self.as_mut().finish();
-                    let body = Reply::events(body, rule.into_events(), screen);
-                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
-                }
-                StateProj::Rewriting { read, json, .. } => {
-                    let done = ready!(read.as_mut().poll_whole(cx, json.limit()));
-                    let StateOwn::Rewriting {
-                        mut read,
-                        mut parts,
-                        json,
-                    } = self.as_mut().finish()
-                    else {
-                        unreachable!("the future was rewriting")
-                    };
-                    let buffered = read.buffered();
-                    let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
-                    let rewritten = match text {
-                        None => Rewritten::Replaced("the answer is too long or not UTF-8"),
-                        // Nothing to read: nothing to replace.
-                        Some(text) if text.trim_ascii().is_empty() => Rewritten::Kept,
-                        Some(text) => json.rewrite(text),
-                    };
-                    let body = match rewritten {
-                        Rewritten::Body(data) => {
-                            parts
-                                .headers
-                                .insert(header::CONTENT_LENGTH, data.len().into());
-                            Reply::full(data.into(), read.as_mut().take_trailers())
-                        }
-                        Rewritten::Kept => Reply::rewound(read),
-                        Rewritten::Replaced(reason) => {
-                            return Poll::Ready(Ok(replacement(reason, json.id())));
-                        }
-                    };
-                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
-                }
-                StateProj::Refused { .. } => {
-                    let StateOwn::Refused { rejection } = self.as_mut().finish() else {
-                        unreachable!("the future was refused")
-                    };
-                    return Poll::Ready(Ok(refused(rejection, None)));
-                }
-                StateProj::Done => panic!("ResponseFuture polled after completion"),
+            let step = match &*self {
+                Self::Peeking { .. } => ready!(self.as_mut().peeking(cx)),
+                Self::Reading { .. } => ready!(self.as_mut().reading(cx)),
+                Self::Preparing { .. } => ready!(self.as_mut().preparing(cx)),
+                Self::Calling { .. } => ready!(self.as_mut().calling(cx)),
+                Self::Rewriting { .. } => ready!(self.as_mut().rewriting(cx)),
+                Self::Refused { .. } => self.as_mut().refusing(),
+                Self::Done => panic!("ResponseFuture polled after completion"),
+            };
+            if let Step::Done(output) = step {
+                return Poll::Ready(output);
             }
         }
     }
 }
+
+impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ResBody: Body + 'static,
+{
+    /// Peeking: once the method is known, the rules decide whether the
+    /// request is called at once or read whole first.
+    fn peeking(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+        let StateProj::Peeking {
+            peek,
+            head,
+            parts,
+            rules,
+            ..
+        } = self.as_mut().project()
+        else {
+            unreachable!("the future is peeking")
+        };
+        let classified = ready!(peek.poll_classify(cx));
+        let decision = decide(rules, head, &classified, peek, parts);
+        let StateOwn::Peeking {
+            peek,
+            parts,
+            service,
+            rules,
+            screen,
+            ..
+        } = self.as_mut().finish()
+        else {
+            unreachable!("the future was peeking")
+        };
+        match next(&rules, decision, &classified, peek, parts) {
+            Next::Call(request, take) => self.call(service, request, take, screen),
+            Next::Read(read) => {
+                self.project_replace(Self::Reading {
+                    read,
+                    service,
+                    rules,
+                    screen,
+                });
+            }
+        }
+        Poll::Ready(Step::Next)
+    }
+
+    /// Reading the body whole: then the rules prepare the request, or a
+    /// batch is looked into, or the request is refused.
+    fn reading(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+        let StateProj::Reading { read, .. } = self.as_mut().project() else {
+            unreachable!("the future is reading")
+        };
+        let done = ready!(read.peek.poll_whole(cx, read.limit));
+        let StateOwn::Reading {
+            read,
+            service,
+            rules,
+            screen,
+        } = self.as_mut().finish()
+        else {
+            unreachable!("the future was reading")
+        };
+        let Whole {
+            peek,
+            parts,
+            then,
+            limit,
+        } = read;
+        let refuse = |rejection, id: Option<Box<RawValue>>| {
+            Poll::Ready(Step::Done(Ok(refused(rejection, id.as_deref()))))
+        };
+        let whole = match (then, done) {
+            (Then::Refuse(rejection), read) => {
+                return refuse(rejection, read.ok().and_then(|()| peek.request_id()));
+            }
+            (Then::Whole(_) | Then::Batch, Err(error)) => {
+                let rejection = match error {
+                    ReadError::TooLarge => Rejection::BodyTooLarge { limit },
+                    ReadError::Failed => Rejection::BodyUnreadable,
+                };
+                return refuse(rejection, None);
+            }
+            (Then::Batch, Ok(())) => {
+                return match batch_names(&peek.buffered(), rules.interest()) {
+                    Ok(None) => {
+                        let request = Request::from_parts(parts, peek.into_body());
+                        self.call(service, request, None, screen);
+                        Poll::Ready(Step::Next)
+                    }
+                    Ok(Some(method)) => refuse(Rejection::InvalidRequest(in_batch(method)), None),
+                    Err(()) => refuse(Rejection::Parse, None),
+                };
+            }
+            (Then::Whole(whole), Ok(())) => whole,
+        };
+        let future = rules.whole(whole, parts, peek.buffered(), |take| take);
+        self.project_replace(Self::Preparing {
+            future,
+            service,
+            screen,
+        });
+        Poll::Ready(Step::Next)
+    }
+
+    /// Preparing: the rules' work on the body read whole (a hook, say); the
+    /// request goes on rewritten, or is refused.
+    fn preparing(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+        let StateProj::Preparing { future, .. } = self.as_mut().project() else {
+            unreachable!("the future is preparing")
+        };
+        let prepared = ready!(future.as_mut().poll(cx));
+        let StateOwn::Preparing {
+            service, screen, ..
+        } = self.as_mut().finish()
+        else {
+            unreachable!("the future was preparing")
+        };
+        match prepared {
+            Ok((mut parts, body, take)) => {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, body.len().into());
+                parts.headers.remove(header::TRANSFER_ENCODING);
+                let request = Request::from_parts(parts, RequestBody::full(body));
+                self.call(service, request, Some(take), screen);
+                Poll::Ready(Step::Next)
+            }
+            Err((rejection, id)) => Poll::Ready(Step::Done(Ok(refused(rejection, id.as_deref())))),
+        }
+    }
+
+    /// Calling the inner service: its answer passes (screened), is vouched
+    /// for, or is ruled as a stream or read whole by the take's rule.
+    fn calling(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+        let StateProj::Calling {
+            future,
+            take,
+            screen,
+        } = self.as_mut().project()
+        else {
+            unreachable!("the future is calling")
+        };
+        let response = match ready!(future.poll(cx)) {
+            Ok(response) => response,
+            Err(error) => {
+                self.finish();
+                return Poll::Ready(Step::Done(Err(error)));
+            }
+        };
+        let screen = screen
+            .take()
+            .filter(|_| take.as_ref().is_none_or(R::screens));
+        let Some(rule) = take.take().and_then(R::answer) else {
+            self.finish();
+            return Poll::Ready(Step::Done(Ok(screened(response, screen))));
+        };
+        let (mut parts, body) = response.into_parts();
+        if rule.vouched(&parts, &body) {
+            self.finish();
+            let body = Reply::PassThrough { body };
+            return Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))));
+        }
+        if is_encoded(&parts.headers) {
+            self.finish();
+            let reason = "the answer is compressed: compression belongs outside the layer";
+            return Poll::Ready(Step::Done(Ok(replacement(reason, rule.id()))));
+        }
+        if !is_event_stream(&parts.headers) {
+            // JSON, any other type or none: a lenient client reads any body.
+            self.project_replace(Self::Rewriting {
+                read: Box::pin(Rewind::new(body)),
+                parts,
+                json: rule,
+            });
+            return Poll::Ready(Step::Next);
+        }
+        parts.headers.remove(header::CONTENT_LENGTH);
+        self.finish();
+        let body = Reply::events(body, rule.into_events(), screen);
+        Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))))
+    }
+
+    /// Rewriting an answer read whole, or replacing it.
+    fn rewriting(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+        let StateProj::Rewriting { read, json, .. } = self.as_mut().project() else {
+            unreachable!("the future is rewriting")
+        };
+        let done = ready!(read.as_mut().poll_whole(cx, json.limit()));
+        let StateOwn::Rewriting {
+            mut read,
+            mut parts,
+            json,
+        } = self.finish()
+        else {
+            unreachable!("the future was rewriting")
+        };
+        let buffered = read.buffered();
+        let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
+        let rewritten = match text {
+            None => Rewritten::Replaced("the answer is too long or not UTF-8"),
+            // Nothing to read: nothing to replace.
+            Some(text) if text.trim_ascii().is_empty() => Rewritten::Kept,
+            Some(text) => json.rewrite(text),
+        };
+        let body = match rewritten {
+            Rewritten::Body(data) => {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, data.len().into());
+                Reply::full(data.into(), read.as_mut().take_trailers())
+            }
+            Rewritten::Kept => Reply::rewound(read),
+            Rewritten::Replaced(reason) => {
+                return Poll::Ready(Step::Done(Ok(replacement(reason, json.id()))));
+            }
+        };
+        Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))))
+    }
+
+    /// Refused from the head alone.
+    fn refusing(self: Pin<&mut Self>) -> Step<Output<R, ResBody, S::Error>> {
+        let StateOwn::Refused { rejection } = self.finish() else {
+            unreachable!("the future was refused")
+        };
+        Step::Done(Ok(refused(rejection, None)))
+    }
+}
+
+/// A state's step, once it can be made.
+type PollStep<R, ResBody, E> = Poll<Step<Output<R, ResBody, E>>>;
 
 /// Two layers' rules in one: the first is the outer layer of the two
 /// stacked. Their interests must not overlap, so a request is taken by one
