@@ -278,129 +278,174 @@ fn rewrite_response(
     caps: &Advertised,
     private: bool,
 ) -> Result<String, Skip> {
-    // One checking pass over the response reads the members it needs and,
-    // in every `result`, where the values to replace are.
-    let (mut their_id, mut error, mut method) = (Ok(None), Ok(None), Ok(None));
-    let mut places = Vec::new();
-    let mut results: Vec<ResultPlace> = Vec::new();
-    let (mut theirs, mut foreign, mut shapeless) = (None, false, false);
-    json::Walk::document(text, |walk, key| {
-        let slot = match &*key {
-            "id" => &mut their_id,
-            "error" => &mut error,
-            "method" => &mut method,
-            "result" if walk.at_object() => {
-                let mut place = ResultPlace {
-                    first: places.len(),
-                    ..ResultPlace::default()
-                };
-                let (value, readable) = walk.members(|walk, key| {
-                    place.members += 1;
-                    let (value, put) = match key.as_ref() {
-                        "capabilities" => {
-                            shapeless |= !walk.at_object();
-                            let value = read_capabilities(walk, &mut foreign)?;
-                            theirs = Some(value);
-                            place.capabilities = true;
-                            (value, Put::Capabilities)
-                        }
-                        "cacheScope" if private => {
-                            place.scope = true;
-                            (walk.value()?, Put::Private)
-                        }
-                        _ => return walk.skip(),
-                    };
-                    places.push((json::span(text, value), put));
-                    Some(())
-                })?;
-                shapeless |= !readable;
-                place.close = json::span(text, value).end - 1;
-                results.push(place);
-                return Some(());
-            }
-            "result" => {
-                walk.skip()?;
-                shapeless = true;
-                results.push(ResultPlace::default());
-                return Some(());
-            }
-            _ => return walk.skip(),
-        };
-        json::record(slot, walk.value()?);
-        Some(())
-    })
-    .ok_or(Skip::Broken("the message is not one JSON object"))?;
-    let (Ok(their_id), Ok(error), Ok(method)) = (their_id, error, method) else {
-        return Err(Skip::Broken("the message has a member twice"));
-    };
-    if results.is_empty() && error.is_none() {
-        if method.is_some() {
-            // A request or a notification of the inner service's.
-            return Err(Skip::Other);
-        }
-        return Err(Skip::Broken("the message is neither a result nor an error"));
-    }
-    let their_id = their_id.ok_or(Skip::Broken("the response has no id"))?;
-    if !json::same_id(their_id, id) {
-        return Err(Skip::Foreign);
-    }
-    match (results.is_empty(), error) {
-        (true, _) => return Err(Skip::Error),
-        (false, None) => {}
-        (false, Some(_)) => {
-            return Err(Skip::Broken("the response has both a result and an error"))
-        }
-    }
-    if shapeless {
-        return Err(Skip::Broken(
-            "a result or its capabilities is not an object",
-        ));
-    }
-
-    let merged = theirs
-        .filter(|_| foreign)
+    let read = Read::of(text, private)?;
+    read.check(id)?;
+    let merged = read
+        .theirs
+        .filter(|_| read.foreign)
         .and_then(|theirs| merge(theirs, caps));
     let caps_json = merged.as_deref().unwrap_or(caps.json());
-    let replacement = |put| match put {
-        Put::Capabilities => caps_json,
-        Put::Private => "\"private\"",
-    };
-    // Every `result` (a second one is read by parsers that keep the last of
-    // duplicate keys) gets its values replaced, and what it lacks added
-    // before its closing brace.
-    let mut missing = vec![String::new(); results.len()];
-    let mut edits: Vec<(Range<usize>, &str)> = Vec::with_capacity(places.len() + results.len());
-    for (place, missing) in results.iter().zip(&mut missing) {
-        let mut add = |key: &str, put| {
-            if place.members > 0 || !missing.is_empty() {
-                missing.push(',');
-            }
-            missing.push('"');
-            missing.push_str(key);
-            missing.push_str("\":");
-            missing.push_str(replacement(put));
+    Ok(read.rewritten(text, caps_json, private))
+}
+
+/// What one checking pass over a response read: the members the rewrite
+/// needs and, in every `result`, where the values to replace are.
+struct Read<'a> {
+    their_id: json::Found<'a>,
+    error: json::Found<'a>,
+    method: json::Found<'a>,
+    /// The values to replace, in every `result` in turn.
+    places: Vec<(Range<usize>, Put)>,
+    results: Vec<ResultPlace>,
+    /// The inner's capabilities (the last), and whether they may hold a key
+    /// the profile does not manage.
+    theirs: Option<&'a str>,
+    foreign: bool,
+    /// A `result` or its capabilities is not an object.
+    shapeless: bool,
+}
+
+impl<'a> Read<'a> {
+    /// Reads `text` in one checking pass (`cacheScope` too when `private`).
+    fn of(text: &'a str, private: bool) -> Result<Self, Skip> {
+        let mut read = Read {
+            their_id: Ok(None),
+            error: Ok(None),
+            method: Ok(None),
+            places: Vec::new(),
+            results: Vec::new(),
+            theirs: None,
+            foreign: false,
+            shapeless: false,
         };
-        if !place.capabilities {
-            add("capabilities", Put::Capabilities);
-        }
-        if private && !place.scope {
-            add("cacheScope", Put::Private);
-        }
+        json::Walk::document(text, |walk, key| {
+            let slot = match &*key {
+                "id" => &mut read.their_id,
+                "error" => &mut read.error,
+                "method" => &mut read.method,
+                "result" if walk.at_object() => return read.result(text, walk, private),
+                "result" => {
+                    walk.skip()?;
+                    read.shapeless = true;
+                    read.results.push(ResultPlace::default());
+                    return Some(());
+                }
+                _ => return walk.skip(),
+            };
+            json::record(slot, walk.value()?);
+            Some(())
+        })
+        .ok_or(Skip::Broken("the message is not one JSON object"))?;
+        Ok(read)
     }
-    let ends = results
-        .iter()
-        .skip(1)
-        .map(|r| r.first)
-        .chain([places.len()]);
-    for ((place, end), missing) in results.iter().zip(ends).zip(&missing) {
-        edits.extend(
-            places[place.first..end]
-                .iter()
-                .map(|(range, put)| (range.clone(), replacement(*put))),
-        );
-        edits.push((place.close..place.close, missing));
+
+    /// Reads the `result` object next in `walk`.
+    fn result(&mut self, text: &'a str, walk: &mut json::Walk<'a>, private: bool) -> Option<()> {
+        let mut place = ResultPlace {
+            first: self.places.len(),
+            ..ResultPlace::default()
+        };
+        let (value, readable) = walk.members(|walk, key| {
+            place.members += 1;
+            let (value, put) = match key.as_ref() {
+                "capabilities" => {
+                    self.shapeless |= !walk.at_object();
+                    let value = read_capabilities(walk, &mut self.foreign)?;
+                    self.theirs = Some(value);
+                    place.capabilities = true;
+                    (value, Put::Capabilities)
+                }
+                "cacheScope" if private => {
+                    place.scope = true;
+                    (walk.value()?, Put::Private)
+                }
+                _ => return walk.skip(),
+            };
+            self.places.push((json::span(text, value), put));
+            Some(())
+        })?;
+        self.shapeless |= !readable;
+        place.close = json::span(text, value).end - 1;
+        self.results.push(place);
+        Some(())
     }
-    Ok(json::splice(text, &edits))
+
+    /// Whether this is a success response to request `id` that can be
+    /// rewritten, or why not.
+    fn check(&self, id: &str) -> Result<(), Skip> {
+        let (Ok(their_id), Ok(error), Ok(method)) = (self.their_id, self.error, self.method) else {
+            return Err(Skip::Broken("the message has a member twice"));
+        };
+        if self.results.is_empty() && error.is_none() {
+            if method.is_some() {
+                // A request or a notification of the inner service's.
+                return Err(Skip::Other);
+            }
+            return Err(Skip::Broken("the message is neither a result nor an error"));
+        }
+        let their_id = their_id.ok_or(Skip::Broken("the response has no id"))?;
+        if !json::same_id(their_id, id) {
+            return Err(Skip::Foreign);
+        }
+        match (self.results.is_empty(), error) {
+            (true, _) => return Err(Skip::Error),
+            (false, None) => {}
+            (false, Some(_)) => {
+                return Err(Skip::Broken("the response has both a result and an error"))
+            }
+        }
+        if self.shapeless {
+            return Err(Skip::Broken(
+                "a result or its capabilities is not an object",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `text` with every `result`'s values replaced (a second `result` is
+    /// read by parsers that keep the last of duplicate keys), and what it
+    /// lacks added before its closing brace.
+    fn rewritten(&self, text: &str, caps_json: &str, private: bool) -> String {
+        let replacement = |put| match put {
+            Put::Capabilities => caps_json,
+            Put::Private => "\"private\"",
+        };
+        let mut missing = vec![String::new(); self.results.len()];
+        for (place, missing) in self.results.iter().zip(&mut missing) {
+            let mut add = |key: &str, put| {
+                if place.members > 0 || !missing.is_empty() {
+                    missing.push(',');
+                }
+                missing.push('"');
+                missing.push_str(key);
+                missing.push_str("\":");
+                missing.push_str(replacement(put));
+            };
+            if !place.capabilities {
+                add("capabilities", Put::Capabilities);
+            }
+            if private && !place.scope {
+                add("cacheScope", Put::Private);
+            }
+        }
+        let mut edits: Vec<(Range<usize>, &str)> =
+            Vec::with_capacity(self.places.len() + self.results.len());
+        let ends = self
+            .results
+            .iter()
+            .skip(1)
+            .map(|r| r.first)
+            .chain([self.places.len()]);
+        for ((place, end), missing) in self.results.iter().zip(ends).zip(&missing) {
+            edits.extend(
+                self.places[place.first..end]
+                    .iter()
+                    .map(|(range, put)| (range.clone(), replacement(*put))),
+            );
+            edits.push((place.close..place.close, missing));
+        }
+        json::splice(text, &edits)
+    }
 }
 
 /// Where a `result` object is, and what it holds of what is replaced.
