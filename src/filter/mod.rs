@@ -351,58 +351,25 @@ pub(crate) async fn honour_at<'a>(
     };
     let tasks_on = profile.tasks_enabled() && has_tasks_extension(caps);
 
-    let requested_uris = fields
-        .iter()
-        .map(|f| if let Field::Uris(u) = f { u.len() } else { 0 })
-        .sum();
-    let requested_task_ids = fields
-        .iter()
-        .map(|f| {
-            if let Field::TaskIds(t) = f {
-                t.len()
-            } else {
-                0
-            }
-        })
-        .sum();
-
+    let (requested_uris, requested_task_ids) = requested(&fields);
     if tasks_on && fields.iter().any(|f| matches!(f, Field::TaskIds(_))) && !declares_tasks(meta) {
         return Err(ListenError::MissingTasksCapability);
     }
-
     // The ack is at most about as long as the filter it honours.
-    let mut ack = Ack::with_capacity(notifications.len());
-    let mut topics = Vec::new();
-    let mut kinds = Kinds::default();
+    let mut honoured = Honouring {
+        ack: Ack::with_capacity(notifications.len()),
+        topics: Vec::new(),
+        kinds: Kinds::default(),
+    };
     for field in &fields {
         match *field {
-            Field::Flag(kind, true) => {
-                let (capability, topic) = match kind {
-                    Kind::ToolsListChanged => ("tools", Topic::ToolsListChanged),
-                    Kind::PromptsListChanged => ("prompts", Topic::PromptsListChanged),
-                    _ => ("resources", Topic::ResourcesListChanged),
-                };
-                if flag(caps, capability, "listChanged") {
-                    ack.push_true(kind);
-                    topics.push(topic);
-                    kinds.insert(kind);
-                }
-            }
+            Field::Flag(kind, true) => honoured.flag(kind, caps),
             Field::Flag(_, false) => {}
-            Field::Uris(ref uris) => {
-                if !flag(caps, "resources", "subscribe") {
-                    continue;
-                }
+            Field::Uris(ref uris) if flag(caps, "resources", "subscribe") => {
                 let kept = honour_uris(profile, caller.as_ref(), dedup(uris)).await?;
-                if !kept.is_empty() {
-                    ack.push_strings(Kind::ResourceSubscriptions, &kept);
-                    topics.extend(
-                        kept.iter()
-                            .map(|uri| Topic::Resource(String::from(&***uri))),
-                    );
-                    kinds.insert(Kind::ResourceSubscriptions);
-                }
+                honoured.uris(&kept);
             }
+            Field::Uris(_) => {}
             Field::TaskIds(ref ids) => {
                 let (Some(owner), Some(directory), true) =
                     (&caller, profile.task_directory(), tasks_on)
@@ -413,17 +380,11 @@ pub(crate) async fn honour_at<'a>(
                 let names: Vec<&str> = ids.iter().map(|id| &***id).collect();
                 let owned = directory.owned(owner, &names).await;
                 keep(&mut ids, &owned);
-                if !ids.is_empty() {
-                    ack.push_strings(Kind::TaskIds, &ids);
-                    topics.extend(ids.iter().map(|id| Topic::Task {
-                        owner: owner.clone(),
-                        id: String::from(&***id),
-                    }));
-                    kinds.insert(Kind::TaskIds);
-                }
+                honoured.task_ids(owner, &ids);
             }
         }
     }
+    let Honouring { ack, topics, kinds } = honoured;
 
     let filter = HonouredFilter(Arc::new(Honoured {
         ack: ack.finish(),
@@ -435,6 +396,65 @@ pub(crate) async fn honour_at<'a>(
         principal: caller,
     }));
     Ok((filter, notifications))
+}
+
+/// How many URIs and task ids `fields` request.
+fn requested(fields: &[Field<'_>]) -> (usize, usize) {
+    fields
+        .iter()
+        .fold((0, 0), |(uris, ids), field| match field {
+            Field::Uris(u) => (uris + u.len(), ids),
+            Field::TaskIds(t) => (uris, ids + t.len()),
+            Field::Flag(..) => (uris, ids),
+        })
+}
+
+/// The honoured filter as it is built, field by field in request order.
+struct Honouring {
+    ack: Ack,
+    topics: Vec<Topic>,
+    kinds: Kinds,
+}
+
+impl Honouring {
+    /// A list-changed flag asked `true`: honoured when `caps` advertise
+    /// its list's changes.
+    fn flag(&mut self, kind: Kind, caps: &Map<String, Value>) {
+        let (capability, topic) = match kind {
+            Kind::ToolsListChanged => ("tools", Topic::ToolsListChanged),
+            Kind::PromptsListChanged => ("prompts", Topic::PromptsListChanged),
+            _ => ("resources", Topic::ResourcesListChanged),
+        };
+        if flag(caps, capability, "listChanged") {
+            self.ack.push_true(kind);
+            self.topics.push(topic);
+            self.kinds.insert(kind);
+        }
+    }
+
+    /// The URIs kept, when any.
+    fn uris(&mut self, kept: &[&Cow<'_, str>]) {
+        if !kept.is_empty() {
+            self.ack.push_strings(Kind::ResourceSubscriptions, kept);
+            self.topics.extend(
+                kept.iter()
+                    .map(|uri| Topic::Resource(String::from(&***uri))),
+            );
+            self.kinds.insert(Kind::ResourceSubscriptions);
+        }
+    }
+
+    /// The task ids of `owner` kept, when any.
+    fn task_ids(&mut self, owner: &Principal, kept: &[&Cow<'_, str>]) {
+        if !kept.is_empty() {
+            self.ack.push_strings(Kind::TaskIds, kept);
+            self.topics.extend(kept.iter().map(|id| Topic::Task {
+                owner: owner.clone(),
+                id: String::from(&***id),
+            }));
+            self.kinds.insert(Kind::TaskIds);
+        }
+    }
 }
 
 /// Keeps the first occurrence of each item, in order.
