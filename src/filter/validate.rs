@@ -84,6 +84,21 @@ pub(super) fn validate<'a>(
         )));
     };
 
+    let fields = fields(profile, entries)?;
+    Ok(Validated {
+        fields,
+        meta,
+        notifications,
+    })
+}
+
+/// Step 2 on the members of `notifications`: the fields honoured here,
+/// each of the right type and within its limit, none twice.
+fn fields<'a>(
+    profile: &ServerProfile,
+    entries: Vec<Entry<'a>>,
+) -> Result<Vec<Field<'a>>, ListenError> {
+    let limits = profile.limits();
     let mut seen = Kinds::default();
     let mut fields = Vec::with_capacity(entries.len());
     for (name, value, scanned) in entries {
@@ -123,11 +138,7 @@ pub(super) fn validate<'a>(
             },
         });
     }
-    Ok(Validated {
-        fields,
-        meta,
-        notifications,
-    })
+    Ok(fields)
 }
 
 /// An array of at most `max` strings; `scanned` is its items when the skim
