@@ -71,7 +71,7 @@ pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFu
 pub use self::redis::{RedisBus, RedisBusError};
 #[cfg(feature = "fuzzing")]
 pub(crate) use self::stream::event_of;
-pub use self::stream::{ListenStream, Watch};
+pub use self::stream::Watch;
 
 use self::bus::SharedBus;
 use self::delivery::deliver;

@@ -264,7 +264,7 @@ impl Queue {
 /// acknowledgment, the queued changes as they come, keep-alive comments
 /// while idle, and the listen's own end. Dropping it closes the stream and
 /// frees its slot.
-pub struct ListenStream {
+pub(crate) struct ListenStream {
     shared: Arc<Shared>,
     /// The stream's id in the registry, `None` when it never registered.
     id: Option<u64>,
