@@ -65,7 +65,7 @@ mod sync;
 pub use self::advertise::Era;
 pub use self::capabilities::{Capabilities, CapabilitiesLayer};
 pub use self::edge::{Edge, EdgeLayer};
-pub use self::filter::{honour, HonouredFilter, Kind, Kinds, ListenError, Topic};
+pub use self::filter::{honour, HonouredFilter, Kind, Kinds, ListChanged, ListenError, Topic};
 pub use self::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, HookFuture, Principal, PrincipalLookup,
     ResourceAccess, SubscriptionHook, TaskDirectory,

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use mcp_edge::{
-    honour, Era, HonouredFilter, Kind, ListenError, Principal, ServerProfile, Topic, UnreadableUris,
+    honour, Era, HonouredFilter, Kind, ListChanged, ListenError, Principal, ServerProfile, Topic,
+    UnreadableUris,
 };
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -550,9 +551,13 @@ fn check_ack(setup: &Setup, filter: &HonouredFilter) {
         assert!(!names.contains(&name.as_str()), "{name} twice in the ack");
         names.push(name.as_str());
         match (name.as_str(), value) {
-            ("toolsListChanged", Node::Bool(true)) => topics.push(Topic::ToolsListChanged),
-            ("promptsListChanged", Node::Bool(true)) => topics.push(Topic::PromptsListChanged),
-            ("resourcesListChanged", Node::Bool(true)) => topics.push(Topic::ResourcesListChanged),
+            ("toolsListChanged", Node::Bool(true)) => topics.push(Topic::List(ListChanged::Tools)),
+            ("promptsListChanged", Node::Bool(true)) => {
+                topics.push(Topic::List(ListChanged::Prompts))
+            }
+            ("resourcesListChanged", Node::Bool(true)) => {
+                topics.push(Topic::List(ListChanged::Resources))
+            }
             ("resourceSubscriptions", Node::Array(uris)) => {
                 assert!(!uris.is_empty(), "an empty URI list is acknowledged");
                 let mut seen = Vec::new();

@@ -352,9 +352,15 @@ impl Demo {
 /// The hub topics of a filter rmcp accepted (`--bare` mode).
 fn topics_of(filter: &SubscriptionFilter) -> Vec<Topic> {
     let flags = [
-        (filter.tools_list_changed, Topic::ToolsListChanged),
-        (filter.prompts_list_changed, Topic::PromptsListChanged),
-        (filter.resources_list_changed, Topic::ResourcesListChanged),
+        (filter.tools_list_changed, Topic::List(ListChanged::Tools)),
+        (
+            filter.prompts_list_changed,
+            Topic::List(ListChanged::Prompts),
+        ),
+        (
+            filter.resources_list_changed,
+            Topic::List(ListChanged::Resources),
+        ),
     ];
     let uris = filter.resource_subscriptions.iter().flatten();
     flags

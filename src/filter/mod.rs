@@ -107,12 +107,8 @@ impl fmt::Debug for Kinds {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Topic {
-    /// `notifications/tools/list_changed`
-    ToolsListChanged,
-    /// `notifications/prompts/list_changed`
-    PromptsListChanged,
-    /// `notifications/resources/list_changed`
-    ResourcesListChanged,
+    /// The list-changed notification of this list.
+    List(ListChanged),
     /// `notifications/resources/updated` for this URI.
     Resource(String),
     /// `notifications/tasks` for this task, keyed by its owner so the stream
@@ -123,6 +119,34 @@ pub enum Topic {
         /// The task id.
         id: String,
     },
+}
+
+/// Which list changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListChanged {
+    /// `notifications/tools/list_changed`
+    Tools,
+    /// `notifications/prompts/list_changed`
+    Prompts,
+    /// `notifications/resources/list_changed`
+    Resources,
+}
+
+impl ListChanged {
+    /// The method of its notification.
+    #[cfg(feature = "hub")]
+    pub(crate) fn method(self) -> &'static str {
+        match self {
+            ListChanged::Tools => "notifications/tools/list_changed",
+            ListChanged::Prompts => "notifications/prompts/list_changed",
+            ListChanged::Resources => "notifications/resources/list_changed",
+        }
+    }
+
+    #[cfg(feature = "hub")]
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// The result of honouring a listen filter for one caller.
@@ -421,9 +445,9 @@ impl Honouring {
     /// its list's changes.
     fn flag(&mut self, kind: Kind, caps: &Map<String, Value>) {
         let (capability, topic) = match kind {
-            Kind::ToolsListChanged => ("tools", Topic::ToolsListChanged),
-            Kind::PromptsListChanged => ("prompts", Topic::PromptsListChanged),
-            _ => ("resources", Topic::ResourcesListChanged),
+            Kind::ToolsListChanged => ("tools", Topic::List(ListChanged::Tools)),
+            Kind::PromptsListChanged => ("prompts", Topic::List(ListChanged::Prompts)),
+            _ => ("resources", Topic::List(ListChanged::Resources)),
         };
         if flag(caps, capability, "listChanged") {
             self.ack.push_true(kind);

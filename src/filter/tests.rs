@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::hooks::TaskDirectory;
 use crate::profile::ServerProfileBuilder;
+use crate::ListChanged;
 
 const PUBLIC: &str = "demo://public/readme";
 const ALICE: &str = "demo://users/alice/notes";
@@ -483,13 +484,13 @@ fn topics_kinds_and_subscription_id() {
     .unwrap();
     assert_eq!(filter.subscription_id().get(), "42");
     assert_eq!(filter.principal(), Some(&Principal::new("alice")));
-    assert!(filter.honours(&Topic::ToolsListChanged));
+    assert!(filter.honours(&Topic::List(ListChanged::Tools)));
     assert!(filter.honours(&Topic::Resource(PUBLIC.into())));
     assert!(filter.honours(&Topic::Task {
         owner: Principal::new("alice"),
         id: "task-alice-1".into()
     }));
-    assert!(!filter.honours(&Topic::PromptsListChanged));
+    assert!(!filter.honours(&Topic::List(ListChanged::Prompts)));
     assert_eq!(
         filter.kinds().iter().collect::<Vec<_>>(),
         [
@@ -561,7 +562,7 @@ fn filter_fits_http_extensions() {
     assert!(extensions
         .get::<HonouredFilter>()
         .unwrap()
-        .honours(&Topic::ToolsListChanged));
+        .honours(&Topic::List(ListChanged::Tools)));
 }
 
 #[test]

@@ -40,9 +40,7 @@ impl<'a> Channel<'a> {
     pub fn of(topic: &'a crate::Topic) -> Self {
         use crate::Topic;
         match topic {
-            Topic::ToolsListChanged => Channel::List(ListChanged::Tools),
-            Topic::PromptsListChanged => Channel::List(ListChanged::Prompts),
-            Topic::ResourcesListChanged => Channel::List(ListChanged::Resources),
+            Topic::List(list) => Channel::List(*list),
             Topic::Resource(uri) => Channel::Resource(uri),
             Topic::Task { owner, id } => Channel::Task { owner, id },
         }

@@ -77,6 +77,7 @@ use self::bus::SharedBus;
 use self::delivery::deliver;
 use self::registry::{Admission, Opener, Registry};
 use self::stream::{End, Queue};
+pub use crate::ListChanged;
 use crate::{Principal, ServerProfile, Topic};
 
 /// Default of [`ListenHubBuilder::keep_alive`].
@@ -297,31 +298,6 @@ impl fmt::Debug for ListenHub {
             .field("config", &self.shared.config)
             .field("open_streams", &self.open_streams())
             .finish_non_exhaustive()
-    }
-}
-
-/// Which list changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ListChanged {
-    /// `notifications/tools/list_changed`
-    Tools,
-    /// `notifications/prompts/list_changed`
-    Prompts,
-    /// `notifications/resources/list_changed`
-    Resources,
-}
-
-impl ListChanged {
-    pub(crate) fn method(self) -> &'static str {
-        match self {
-            ListChanged::Tools => "notifications/tools/list_changed",
-            ListChanged::Prompts => "notifications/prompts/list_changed",
-            ListChanged::Resources => "notifications/resources/list_changed",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
     }
 }
 

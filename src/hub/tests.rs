@@ -640,7 +640,7 @@ async fn a_watch_hears_what_a_stream_of_its_caller_would() {
         [
             crate::Topic::Resource(PUBLIC.into()),
             crate::Topic::Resource(BOB_NOTES.into()),
-            crate::Topic::ToolsListChanged,
+            crate::Topic::List(ListChanged::Tools),
         ],
     );
     assert_eq!(stack.hub.open_streams(), 0, "a watch is not a stream");

@@ -12,7 +12,7 @@ use crate::codec::sse::{self, Event};
 use crate::filter::stream::{
     acknowledgment, covers as covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID,
 };
-use crate::filter::{HonouredFilter, Topic};
+use crate::filter::{HonouredFilter, ListChanged, Topic};
 use crate::http::event_stream::EventRule;
 use crate::http::intercept::{AnswerRule, Rewritten};
 
@@ -51,9 +51,9 @@ impl Guard {
         let mut task_ids: Vec<String> = filter.task_ids().map(str::to_owned).collect();
         task_ids.sort_unstable();
         Self {
-            tools: filter.honours(&Topic::ToolsListChanged),
-            prompts: filter.honours(&Topic::PromptsListChanged),
-            resources: filter.honours(&Topic::ResourcesListChanged),
+            tools: filter.honours(&Topic::List(ListChanged::Tools)),
+            prompts: filter.honours(&Topic::List(ListChanged::Prompts)),
+            resources: filter.honours(&Topic::List(ListChanged::Resources)),
             uris: Uris::new(filter.resource_uris()),
             task_ids,
             filter,
@@ -713,9 +713,13 @@ mod tests {
                     _ => Verdict::Drop("acknowledgment without one notifications object"),
                 };
             }
-            "notifications/tools/list_changed" => filter.honours(&Topic::ToolsListChanged),
-            "notifications/prompts/list_changed" => filter.honours(&Topic::PromptsListChanged),
-            "notifications/resources/list_changed" => filter.honours(&Topic::ResourcesListChanged),
+            "notifications/tools/list_changed" => filter.honours(&Topic::List(ListChanged::Tools)),
+            "notifications/prompts/list_changed" => {
+                filter.honours(&Topic::List(ListChanged::Prompts))
+            }
+            "notifications/resources/list_changed" => {
+                filter.honours(&Topic::List(ListChanged::Resources))
+            }
             "notifications/resources/updated" => param("uri").is_some_and(|uri| {
                 filter
                     .resource_uris()

@@ -23,8 +23,8 @@ use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{ListenFilter, ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::{
-    HonouredFilter, Kind, ListenError, Principal, Rejection, RequestBody, ServerProfile,
-    ServerProfileBuilder, Topic, UnreadableUris,
+    HonouredFilter, Kind, ListChanged, ListenError, Principal, Rejection, RequestBody,
+    ServerProfile, ServerProfileBuilder, Topic, UnreadableUris,
 };
 
 // ---------------------------------------------------------------------------
@@ -446,8 +446,8 @@ async fn every_rule_end_to_end_for_alice() {
     assert_eq!(
         filter.topics(),
         [
-            Topic::ToolsListChanged,
-            Topic::ResourcesListChanged,
+            Topic::List(ListChanged::Tools),
+            Topic::List(ListChanged::Resources),
             Topic::Resource(ALICE_NOTES.into()),
             Topic::Resource(README.into()),
             Topic::Resource(NEWS.into()),
@@ -529,7 +529,10 @@ async fn capabilities_the_server_lacks_are_not_honoured() {
         text(response).await,
         ack_event("2", r#"{"toolsListChanged":true}"#)
     );
-    assert_eq!(inner.last().filter().topics(), [Topic::ToolsListChanged]);
+    assert_eq!(
+        inner.last().filter().topics(),
+        [Topic::List(ListChanged::Tools)]
+    );
 }
 
 #[tokio::test]
