@@ -1,9 +1,8 @@
 //! Delivery on this instance: a change is queued on every stream that
 //! hears it, under the registry's lock, deciding once per caller whether it
-//! may be heard; the streams are woken once the lock is released.
+//! may be heard.
 
 use std::collections::HashMap;
-use std::task::Waker;
 use std::time::Instant;
 
 use super::stream::{Item, Pushed};
@@ -36,9 +35,9 @@ fn queue(
     mut readers: Option<&mut Readers<'_>>,
 ) -> Result<usize, Vec<Option<Principal>>> {
     // Locks, in the order taken: the registry's, then under it the
-    // decision cache's (`decide`) and each stream's queue (`push`), one at
-    // a time. Neither of those is ever held while the registry's is taken,
-    // and no stream is woken while the registry's is held.
+    // decision cache's (`decide`) and each stream's queue (`push`, which
+    // wakes the stream), one at a time. Neither of those is ever held while
+    // the registry's is taken.
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
@@ -67,9 +66,8 @@ fn queue(
     let item = Item::of(change);
     let mut queued = 0;
     let mut lagged = Vec::new();
-    let mut woken: Vec<Waker> = Vec::with_capacity(heard.iter().map(|streams| streams.len()).sum());
     for (id, stream) in heard.into_iter().flatten() {
-        match stream.push(&item, shared.config.backlog, &mut woken) {
+        match stream.push(&item, shared.config.backlog) {
             Pushed::Queued => queued += 1,
             Pushed::Ended => {}
             // A stream that falls behind leaves the registry at once.
@@ -80,8 +78,6 @@ fn queue(
     for id in lagged {
         registry.close(id, &*shared.bus);
     }
-    drop(registry);
-    woken.into_iter().for_each(Waker::wake);
     Ok(queued)
 }
 

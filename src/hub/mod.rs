@@ -59,7 +59,6 @@ mod tests;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Waker;
 use std::time::Duration;
 
 use http::request::Parts;
@@ -257,9 +256,7 @@ impl ListenHub {
     /// Ends every open stream with the listen's own successful response;
     /// listens after it are acknowledged and ended the same way.
     pub fn shutdown(&self) {
-        let mut woken = Vec::new();
-        let streams = self.shared.registry().shut(&mut woken);
-        woken.into_iter().for_each(Waker::wake);
+        let streams = self.shared.registry().shut();
         tracing::info!(streams, "listen hub: shutting down, every stream ends");
     }
 

@@ -4,7 +4,6 @@
 
 use std::collections::{hash_map, HashMap};
 use std::sync::Arc;
-use std::task::Waker;
 
 use super::bus::{heard, Bus, Change, Channel};
 use super::stream::{End, Queue};
@@ -288,13 +287,12 @@ impl Registry {
     }
 
     /// Ends every stream gracefully, and every later one at once; how many
-    /// were open. The streams' wakers go to `woken`, to be woken once the
-    /// registry's lock is released.
-    pub(super) fn shut(&mut self, woken: &mut Vec<Waker>) -> usize {
+    /// were open.
+    pub(super) fn shut(&mut self) -> usize {
         self.closed = true;
         let open = self.len();
         for entry in self.streams.values() {
-            entry.queue.end(End::Shutdown, woken);
+            entry.queue.end(End::Shutdown);
         }
         open
     }

@@ -197,9 +197,8 @@ impl Queue {
         crate::sync::lock(&self.state)
     }
 
-    /// Queues `item`, within `backlog` events; the stream's waker, to be
-    /// woken once the caller's locks are released, goes to `woken`.
-    pub(crate) fn push(&self, item: &Item, backlog: usize, woken: &mut Vec<Waker>) -> Pushed {
+    /// Queues `item`, within `backlog` events.
+    pub(crate) fn push(&self, item: &Item, backlog: usize) -> Pushed {
         let mut state = self.state();
         if state.end.is_some() {
             return Pushed::Ended;
@@ -212,31 +211,30 @@ impl Queue {
         if state.items.len() >= backlog {
             state.items.clear();
             state.end = Some(End::Lagged { backlog });
-            woken.extend(state.waker.take());
+            wake(&mut state);
             return Pushed::Lagged;
         }
         if let Some(list) = item.list() {
             state.pending[list.index()] = true;
         }
         state.items.push_back(item.clone());
-        woken.extend(state.waker.take());
+        wake(&mut state);
         Pushed::Queued
     }
 
-    /// Ends the stream after what is queued (at shutdown); its waker goes
-    /// to `woken`, as for [`push`](Self::push).
-    pub(crate) fn end(&self, end: End, woken: &mut Vec<Waker>) {
+    /// Ends the stream after what is queued (at shutdown).
+    pub(crate) fn end(&self, end: End) {
         let mut state = self.state();
         if state.end.is_none() {
             state.end = Some(end);
-            woken.extend(state.waker.take());
+            wake(&mut state);
         }
     }
 
     /// A queue that has ended already (it has no waker yet).
     pub(crate) fn ended(end: End) -> Arc<Self> {
         let queue = Arc::new(Queue::default());
-        queue.end(end, &mut Vec::new());
+        queue.end(end);
         queue
     }
 
@@ -257,6 +255,12 @@ impl Queue {
             _ => state.waker = Some(cx.waker().clone()),
         }
         Next::Nothing
+    }
+}
+
+fn wake(state: &mut State) {
+    if let Some(waker) = state.waker.take() {
+        waker.wake();
     }
 }
 
