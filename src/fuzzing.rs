@@ -158,19 +158,3 @@ pub fn sse_write(event: Option<&str>, id: Option<&str>, retry: Option<u64>, data
     );
     out.to_vec()
 }
-
-/// The SSE event the listen hub writes for a task status `params` of task
-/// `task_id`, on the stream of subscription `subscription_id` (JSON text).
-#[cfg(feature = "hub")]
-pub fn hub_task_event(
-    task_id: &str,
-    params: serde_json::Map<String, serde_json::Value>,
-    subscription_id: &str,
-) -> Vec<u8> {
-    let change = crate::hub::Change::TaskStatus {
-        owner: crate::Principal::new("owner"),
-        task_id: task_id.to_owned(),
-        params,
-    };
-    crate::hub::event_of(&change, subscription_id).to_vec()
-}

@@ -774,7 +774,7 @@ proptest! {
         if !meta.is_empty() {
             params.insert("_meta".into(), serde_json::Value::Object(meta.into_iter().collect()));
         }
-        let event = fuzzing::hub_task_event(&task_id, params.clone(), id);
+        let event = mcp_edge::hub::fuzz_task_event(&task_id, params.clone(), id);
         event_oracle::check_task_event(&event, &task_id, &params, id);
     }
 }
@@ -787,7 +787,7 @@ fn hub_events_merge_the_publishers_meta() {
     let params = serde_json::json!({"status": "working", "taskId": "forged",
         "_meta": {"io.modelcontextprotocol/subscriptionId": 99, "trace": "t-1"}});
     let params = params.as_object().unwrap().clone();
-    let event = fuzzing::hub_task_event("t-1", params.clone(), "7");
+    let event = mcp_edge::hub::fuzz_task_event("t-1", params.clone(), "7");
     event_oracle::check_task_event(&event, "t-1", &params, "7");
     let text = String::from_utf8(event).unwrap();
     assert_eq!(text.matches("_meta").count(), 1, "{text}");
@@ -799,13 +799,13 @@ fn hub_events_merge_the_publishers_meta() {
         .as_object()
         .unwrap()
         .clone();
-    let event = fuzzing::hub_task_event("t-1", params.clone(), "7");
+    let event = mcp_edge::hub::fuzz_task_event("t-1", params.clone(), "7");
     event_oracle::check_task_event(&event, "t-1", &params, "7");
     // A float whose text serde_json does not read back to the same last
     // digit (found by the fuzz target): compared as the event reads.
     let text = format!(r#"{{"e":{}2667}}"#, "6".repeat(124));
     let params: serde_json::Map<_, _> = serde_json::from_str(&text).unwrap();
-    let event = fuzzing::hub_task_event("t-1", params.clone(), "7");
+    let event = mcp_edge::hub::fuzz_task_event("t-1", params.clone(), "7");
     event_oracle::check_task_event(&event, "t-1", &params, "7");
     assert!(event_oracle::strict(r#"{"a":{"b":1,"b":2}}"#).is_err());
     assert!(event_oracle::strict(r#"{"a":{"b":1,"c":2}}"#).is_ok());

@@ -24,6 +24,6 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let id = if data.len() % 2 == 0 { "7" } else { "\"sub-1\"" };
-    let event = mcp_edge::fuzzing::hub_task_event(task_id, params.clone(), id);
+    let event = mcp_edge::hub::fuzz_task_event(task_id, params.clone(), id);
     event_oracle::check_task_event(&event, task_id, &params, id);
 });

@@ -68,8 +68,6 @@ pub use self::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox, 
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisBus, RedisBusError};
-#[cfg(feature = "fuzzing")]
-pub(crate) use self::stream::event_of;
 pub use self::stream::Watch;
 
 use self::bus::SharedBus;
@@ -365,4 +363,23 @@ impl fmt::Debug for Publisher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Publisher").finish_non_exhaustive()
     }
+}
+
+/// The SSE event the hub writes for a task status `params` of task
+/// `task_id`, on the stream of subscription `subscription_id` (JSON text):
+/// for the fuzz targets and property tests; only with the private feature
+/// `fuzzing`, not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn fuzz_task_event(
+    task_id: &str,
+    params: Map<String, Value>,
+    subscription_id: &str,
+) -> Vec<u8> {
+    let change = Change::TaskStatus {
+        owner: Principal::new("owner"),
+        task_id: task_id.to_owned(),
+        params,
+    };
+    stream::event_of(&change, subscription_id).to_vec()
 }
