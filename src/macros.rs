@@ -14,7 +14,7 @@ macro_rules! response_body {
                 #[pin]
                 reply: $crate::http::reply::Reply<
                     B,
-                    <$rules as $crate::http::intercept::Rules>::Events,
+                    $crate::http::intercept::Events<$rules>,
                     <$rules as $crate::http::intercept::Rules>::Screen,
                 >,
             }
@@ -24,7 +24,7 @@ macro_rules! response_body {
             pub(crate) fn new(
                 reply: $crate::http::reply::Reply<
                     B,
-                    <$rules as $crate::http::intercept::Rules>::Events,
+                    $crate::http::intercept::Events<$rules>,
                     <$rules as $crate::http::intercept::Rules>::Screen,
                 >,
             ) -> Self {

@@ -1,7 +1,7 @@
 use tower_layer::Layer;
 
 use super::Capabilities;
-use crate::http::peek::PeekLimits;
+use crate::http::peek::{PeekLimits, Scan};
 use crate::ServerProfile;
 
 /// Layer that applies [`Capabilities`], which fills in the `capabilities` of
@@ -11,7 +11,7 @@ pub struct CapabilitiesLayer {
     pub(super) profile: ServerProfile,
     // Read on every request: kept at hand.
     pub(super) limits: PeekLimits,
-    pub(super) scan_pass_through: bool,
+    pub(super) scan: Scan,
 }
 
 impl CapabilitiesLayer {
@@ -20,7 +20,7 @@ impl CapabilitiesLayer {
         Self {
             limits: profile.limits().peek(),
             profile,
-            scan_pass_through: true,
+            scan: Scan::Watching,
         }
     }
 
@@ -34,7 +34,7 @@ impl CapabilitiesLayer {
     /// Switch it off only when the inner service itself rejects a request
     /// with duplicate `method` members.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
-        self.scan_pass_through = scan;
+        self.scan = Scan::watching(scan);
         self
     }
 }

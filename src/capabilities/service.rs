@@ -1,24 +1,20 @@
-use std::task::{Context, Poll};
-
-use http::{Request, Response};
-use tower_service::Service;
-
-use crate::http::intercept;
-use crate::RequestBody;
 use std::convert::Infallible;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
+use http::{Request, Response};
 use http_body::Body;
+use tower_service::Service;
 
-use super::rewrite::{ResultRewrite, Target};
+use super::rewrite::Target;
 use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::Method;
 use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::event_stream::Unscreened;
-use crate::http::intercept::{Decision, Gate, Later, Rules};
-use crate::http::peek::{Peek, PeekLimits};
-use crate::{Era, Rejection, ServerProfile};
+use crate::http::intercept::{self, Decision, Later, Rules, Settings, Take};
+use crate::http::peek::Peek;
+use crate::{Era, Rejection, RequestBody, ServerProfile};
 
 /// Middleware that fills in the `capabilities` of every `initialize`
 /// (legacy era) and `server/discover` (modern era) result from a
@@ -106,42 +102,23 @@ fn era_of(method: Method) -> Option<Era> {
 impl Rules for CapabilitiesLayer {
     type Take = Target;
     type Whole = Infallible;
-    type Events = ResultRewrite;
-    type Answer = Target;
     type Screen = Unscreened;
 
-    fn limits(&self) -> PeekLimits {
-        self.limits
-    }
-
-    fn interest(&self) -> Interest {
-        INTEREST
-    }
-
-    fn watches(&self) -> bool {
-        self.scan_pass_through
-    }
-
-    fn peeks(&self, head: &Head) -> bool {
-        head.inspected()
-    }
-
-    fn gate(&self, head: &Head) -> Gate {
-        if !self.peeks(head) {
-            return Gate::Skip;
+    fn settings(&self) -> Settings {
+        Settings {
+            interest: INTEREST,
+            limits: self.limits,
+            scan: self.scan,
         }
-        // A compressed body cannot be looked into, and an `initialize` could
-        // hide behind one from an inner service that ignores the coding: the
-        // layer sits inside decompression.
-        if head.encoded {
-            return Gate::Refuse(Rejection::Encoded);
-        }
+    }
+
+    fn check_head(&self, head: &Head) -> Result<(), Rejection> {
         // Never fail open: an intercepted request too long to read is refused.
-        let limit = self.limits().for_first(head.named);
+        let limit = self.limits.for_first(head.named);
         if head.named.is_some_and(Method::is_intercepted) && head.longer_than(limit) {
-            return Gate::Refuse(Rejection::BodyTooLarge { limit });
+            return Err(Rejection::BodyTooLarge { limit });
         }
-        Gate::Peek
+        Ok(())
     }
 
     fn decide<B: Body>(
@@ -158,7 +135,7 @@ impl Rules for CapabilitiesLayer {
         if classified.shape == Shape::TooLarge && classified.first != Some(Method::Other) {
             // Never fail open: past the limit an `initialize` could hide, and
             // an oversized one is refused, not passed on unrewritten.
-            let limit = self.limits().for_first(classified.first);
+            let limit = self.limits.for_first(classified.first);
             return Decision::Refuse(Rejection::BodyTooLarge { limit });
         }
         let Some(era) = method.and_then(era_of) else {
@@ -186,23 +163,26 @@ impl Rules for CapabilitiesLayer {
         Decision::Take(Target::new(id, era, self.profile.clone(), caller.as_ref()))
     }
 
-    fn whole_limit(&self, whole: &Infallible) -> usize {
-        match *whole {}
-    }
-
     fn whole<T, F>(&self, whole: Infallible, _: Parts, _: Bytes, _: F) -> Later<T> {
         match whole {}
-    }
-
-    fn answer(target: Target) -> Option<Target> {
-        Some(target)
     }
 
     fn screen(&self, _: &Parts) -> Option<Unscreened> {
         None
     }
+}
 
-    fn screens(_: &Target) -> bool {
+/// The answer to an `initialize` or `server/discover` is always rewritten;
+/// an event stream answering it is screened like any other (by a listen
+/// filter the layer is combined with).
+impl Take for Target {
+    type Answer = Target;
+
+    fn into_answer(self) -> Option<Target> {
+        Some(self)
+    }
+
+    fn screens(&self) -> bool {
         true
     }
 }

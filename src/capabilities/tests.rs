@@ -1161,7 +1161,7 @@ async fn other_methods_pass_through() {
 }
 
 /// A compressed request body cannot be read, so it is not inspected (see
-/// `Rules::peeks` in `service.rs`): it either reaches the inner service unread, or is
+/// `gate` in `http/intercept.rs`): it either reaches the inner service unread, or is
 /// refused as `Encoded` (415) the way the listen layer refuses it. It is never
 /// a header mismatch: nothing was compared.
 #[tokio::test]

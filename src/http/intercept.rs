@@ -42,8 +42,8 @@ pub(crate) enum Either<A, B> {
     Right(B),
 }
 
-/// What a layer does with a request, by its head alone.
-pub(crate) enum Gate {
+/// What the engine does with a request, by its head alone.
+enum Gate {
     /// Not a request the layer looks into: it reaches the inner service as it came.
     Skip,
     /// The body is read until its method decides it.
@@ -56,10 +56,11 @@ pub(crate) enum Gate {
 pub(crate) enum Decision<R: Rules> {
     /// Handed on, rewound and watched as the layer set up the peek.
     Pass,
-    /// Handed on the same way; the response goes through [`Rules::answer`].
+    /// Handed on the same way; the response goes through the take's
+    /// [`Take::into_answer`].
     Take(R::Take),
-    /// Read whole first, then [`Rules::whole`] decides.
-    Whole(R::Whole),
+    /// Read whole first, at most `limit` bytes, then [`Rules::whole`] decides.
+    Whole { whole: R::Whole, limit: usize },
     /// Answered by the layer, with the request's id when the body, read
     /// whole within the limit, has one.
     Refuse(Rejection),
@@ -129,36 +130,75 @@ pub(crate) enum Rewritten {
     Replaced(&'static str),
 }
 
-/// What a layer intercepts and what it does with it.
+/// What a layer intercepts and how far it reads: the same for every
+/// request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    /// The methods the layer intercepts.
+    pub(crate) interest: Interest,
+    /// How far the peek reads.
+    pub(crate) limits: PeekLimits,
+    /// How far the peek scans a body with another method.
+    pub(crate) scan: Scan,
+}
+
+impl Settings {
+    /// The settings of two layers in one: both interests, the lower
+    /// limits, and the further scan.
+    fn and(self, other: Self) -> Self {
+        Self {
+            interest: self.interest.and(other.interest),
+            limits: PeekLimits {
+                method: self.limits.method.min(other.limits.method),
+                listen: self.limits.listen.min(other.limits.listen),
+            },
+            scan: match (self.scan, other.scan) {
+                (Scan::UntilDecided, Scan::UntilDecided) => Scan::UntilDecided,
+                _ => Scan::Watching,
+            },
+        }
+    }
+}
+
+/// What the response to a request a layer took needs.
+pub(crate) trait Take: Send + 'static {
+    /// The check of the answer.
+    type Answer: AnswerRule;
+
+    /// The check of the answer; `None` passes it untouched.
+    fn into_answer(self) -> Option<Self::Answer>;
+
+    /// Whether the answer is screened too (an answer whose every event the
+    /// layer vouches for itself is not).
+    fn screens(&self) -> bool;
+}
+
+/// The check of the answers to a layer's taken requests.
+pub(crate) type Answer<R> = <<R as Rules>::Take as Take>::Answer;
+
+/// The rule of the event streams answering a layer's taken requests.
+pub(crate) type Events<R> = <Answer<R> as AnswerRule>::Events;
+
+/// What a layer intercepts and what it does with it. The engine skips a
+/// request whose head says it is not one a layer looks into
+/// ([`Head::inspected`]) and refuses a compressed one; the rules decide the
+/// rest.
 pub(crate) trait Rules: Clone {
     /// What the response to a taken request needs.
-    type Take: Send + 'static;
+    type Take: Take;
     /// What a body is read whole for.
     type Whole;
-    /// The rule of the event streams of taken requests.
-    type Events: EventRule;
-    /// The check of the answers to taken requests.
-    type Answer: AnswerRule<Events = Self::Events>;
     /// Which events of any event stream may reach the caller.
     type Screen: Screen;
 
-    /// The methods the layer intercepts.
-    fn interest(&self) -> Interest;
+    /// What the layer intercepts and how far it reads.
+    fn settings(&self) -> Settings;
 
-    /// How far the peek reads.
-    fn limits(&self) -> PeekLimits;
+    /// The refusal of a request by its head alone, if any (a request the
+    /// engine peeks, not compressed).
+    fn check_head(&self, head: &Head) -> Result<(), Rejection>;
 
-    /// Whether a body with another method is watched for a second `method`.
-    fn watches(&self) -> bool;
-
-    /// The decision on the head alone.
-    fn gate(&self, head: &Head) -> Gate;
-
-    /// True when [`Rules::gate`] peeks a request it did not refuse.
-    fn peeks(&self, head: &Head) -> bool;
-
-    /// The decision once the peek classified the body (called only when
-    /// [`Rules::gate`] said [`Gate::Peek`]).
+    /// The decision once the peek classified the body.
     fn decide<B: Body>(
         &self,
         head: &Head,
@@ -167,9 +207,6 @@ pub(crate) trait Rules: Clone {
         parts: &Parts,
     ) -> Decision<Self>;
 
-    /// Most bytes of a body read whole for `whole`.
-    fn whole_limit(&self, whole: &Self::Whole) -> usize;
-
     /// The decision on a body read whole; what the response needs is handed
     /// back through `take`, so that a pair of rules wraps it without a
     /// second box.
@@ -177,17 +214,9 @@ pub(crate) trait Rules: Clone {
     where
         F: FnOnce(Self::Take) -> T + Send + 'static;
 
-    /// The check of the answer to a taken request; `None` passes it
-    /// untouched.
-    fn answer(take: Self::Take) -> Option<Self::Answer>;
-
     /// The screen of the event streams answering this request, `None` when
     /// they are not screened. Asked for every request, before anything else.
     fn screen(&self, parts: &Parts) -> Option<Self::Screen>;
-
-    /// Whether the answer to a taken request is screened too (an answer
-    /// whose every event the layer vouches for itself is not).
-    fn screens(take: &Self::Take) -> bool;
 }
 
 /// Calls `inner` through `rules`. `inner` must have been readied by
@@ -206,7 +235,7 @@ where
     let (parts, body) = request.into_parts();
     let head = Head::read(&parts);
     let screen = rules.screen(&parts);
-    match rules.gate(&head) {
+    match gate(rules, &head) {
         Gate::Skip => {
             let request = Request::from_parts(parts, RequestBody::pass_through(body));
             ResponseFuture::Calling {
@@ -217,11 +246,8 @@ where
         }
         Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
         Gate::Peek => {
-            let scan = match rules.watches() {
-                true => Scan::Watching,
-                false => Scan::UntilDecided,
-            };
-            let mut peek = Peek::new(body, rules.limits(), scan);
+            let settings = rules.settings();
+            let mut peek = Peek::new(body, settings.limits, settings.scan);
             // A body whose first frames are at hand (hyper's, once the
             // request arrived; one from a buffer) is classified here, and a
             // request handed on is handed on at once. A body that is not
@@ -252,6 +278,24 @@ where
                 screen,
             }
         }
+    }
+}
+
+/// What every layer does with a request by its head: one it does not look
+/// into passes, and a compressed one is refused (its body cannot be looked
+/// into, and a method the layer intercepts could hide behind it from an
+/// inner service that ignores the coding: the layers sit inside
+/// decompression); then the layer's own check.
+fn gate<R: Rules>(rules: &R, head: &Head) -> Gate {
+    if !head.inspected() {
+        return Gate::Skip;
+    }
+    if head.encoded {
+        return Gate::Refuse(Rejection::Encoded);
+    }
+    match rules.check_head(head) {
+        Ok(()) => Gate::Peek,
+        Err(rejection) => Gate::Refuse(rejection),
     }
 }
 
@@ -293,7 +337,7 @@ fn decide<R: Rules, B: Body>(
     }
     // A repeated or undecodable `Mcp-Method` could name what the layer
     // intercepts to a server that reads it otherwise.
-    if head.unclear(rules.interest()) {
+    if head.unclear(rules.settings().interest) {
         return Decision::Refuse(Rejection::HeaderMismatch);
     }
     rules.decide(head, classified, peek, parts)
@@ -310,22 +354,21 @@ fn next<R: Rules, B: Body>(
     let (then, limit) = match decision {
         // A batch could hold what the layer intercepts: it is read whole to see.
         Decision::Pass if classified.shape == Shape::Decided(Outcome::Batch) => {
-            (Then::Batch, rules.limits().method)
+            (Then::Batch, rules.settings().limits.method)
         }
         Decision::Pass => return Next::Call(Request::from_parts(parts, peek.into_body()), None),
         Decision::Take(take) => {
             taken(&mut parts);
             return Next::Call(Request::from_parts(parts, peek.into_body()), Some(take));
         }
-        Decision::Whole(whole) => {
+        Decision::Whole { whole, limit } => {
             taken(&mut parts);
-            let limit = rules.whole_limit(&whole);
             (Then::Whole(whole), limit)
         }
         // Read what fits, for the id.
         Decision::Refuse(rejection) => (
             Then::Refuse(rejection),
-            rules.limits().for_first(classified.first),
+            rules.settings().limits.for_first(classified.first),
         ),
     };
     Next::Read(Whole {
@@ -399,7 +442,7 @@ pin_project! {
         Rewriting {
             read: Pin<Box<Rewind<ResBody>>>,
             parts: response::Parts,
-            json: R::Answer,
+            json: Answer<R>,
         },
         // Answered by the layer from the head alone.
         Refused {
@@ -409,8 +452,7 @@ pin_project! {
     }
 }
 
-type Output<R, ResBody, E> =
-    Result<Response<Reply<ResBody, <R as Rules>::Events, <R as Rules>::Screen>>, E>;
+type Output<R, ResBody, E> = Result<Response<Reply<ResBody, Events<R>, <R as Rules>::Screen>>, E>;
 
 impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
 where
@@ -603,7 +645,7 @@ where
                 return refuse(rejection, None);
             }
             (Then::Batch, Ok(())) => {
-                return match batch_names(&peek.buffered(), rules.interest()) {
+                return match batch_names(&peek.buffered(), rules.settings().interest) {
                     Ok(None) => {
                         let request = Request::from_parts(parts, peek.into_body());
                         self.call(service, request, None, screen);
@@ -671,8 +713,8 @@ where
         };
         let screen = screen
             .take()
-            .filter(|_| take.as_ref().is_none_or(R::screens));
-        let Some(rule) = take.take().and_then(R::answer) else {
+            .filter(|_| take.as_ref().is_none_or(Take::screens));
+        let Some(rule) = take.take().and_then(Take::into_answer) else {
             self.finish();
             return Poll::Ready(Step::Done(Ok(screened(response, screen))));
         };
@@ -757,36 +799,15 @@ type PollStep<R, ResBody, E> = Poll<Step<Output<R, ResBody, E>>>;
 impl<A: Rules, B: Rules> Rules for (A, B) {
     type Take = Either<A::Take, B::Take>;
     type Whole = Either<A::Whole, B::Whole>;
-    type Events = Either<A::Events, B::Events>;
-    type Answer = Either<A::Answer, B::Answer>;
     type Screen = Either<A::Screen, B::Screen>;
 
-    fn interest(&self) -> Interest {
-        self.0.interest().and(self.1.interest())
+    fn settings(&self) -> Settings {
+        self.0.settings().and(self.1.settings())
     }
 
-    fn limits(&self) -> PeekLimits {
-        let (a, b) = (self.0.limits(), self.1.limits());
-        PeekLimits {
-            method: a.method.min(b.method),
-            listen: a.listen.min(b.listen),
-        }
-    }
-
-    fn watches(&self) -> bool {
-        self.0.watches() || self.1.watches()
-    }
-
-    fn peeks(&self, head: &Head) -> bool {
-        self.0.peeks(head) || self.1.peeks(head)
-    }
-
-    fn gate(&self, head: &Head) -> Gate {
-        match (self.0.gate(head), self.1.gate(head)) {
-            (Gate::Refuse(rejection), _) | (_, Gate::Refuse(rejection)) => Gate::Refuse(rejection),
-            (Gate::Skip, Gate::Skip) => Gate::Skip,
-            _ => Gate::Peek,
-        }
+    fn check_head(&self, head: &Head) -> Result<(), Rejection> {
+        self.0.check_head(head)?;
+        self.1.check_head(head)
     }
 
     fn decide<Bd: Body>(
@@ -796,37 +817,28 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         peek: &Peek<Bd>,
         parts: &Parts,
     ) -> Decision<Self> {
-        let a = match self.0.peeks(head) {
-            true => self.0.decide(head, classified, peek, parts),
-            false => Decision::Pass,
-        };
+        let a = self.0.decide(head, classified, peek, parts);
         if let Decision::Refuse(rejection) = a {
             return Decision::Refuse(rejection);
         }
-        let b = match self.1.peeks(head) {
-            true => self.1.decide(head, classified, peek, parts),
-            false => Decision::Pass,
-        };
+        let b = self.1.decide(head, classified, peek, parts);
         match (a, b) {
             (_, Decision::Refuse(rejection)) => Decision::Refuse(rejection),
             (Decision::Take(a), b) => {
                 debug_assert!(matches!(b, Decision::Pass), "both layers took a request");
                 Decision::Take(Either::Left(a))
             }
-            (Decision::Whole(a), b) => {
+            (Decision::Whole { whole, limit }, b) => {
                 debug_assert!(matches!(b, Decision::Pass), "both layers took a request");
-                Decision::Whole(Either::Left(a))
+                let whole = Either::Left(whole);
+                Decision::Whole { whole, limit }
             }
             (_, Decision::Take(b)) => Decision::Take(Either::Right(b)),
-            (_, Decision::Whole(b)) => Decision::Whole(Either::Right(b)),
+            (_, Decision::Whole { whole, limit }) => {
+                let whole = Either::Right(whole);
+                Decision::Whole { whole, limit }
+            }
             _ => Decision::Pass,
-        }
-    }
-
-    fn whole_limit(&self, whole: &Self::Whole) -> usize {
-        match whole {
-            Either::Left(whole) => self.0.whole_limit(whole),
-            Either::Right(whole) => self.1.whole_limit(whole),
         }
     }
 
@@ -840,23 +852,27 @@ impl<A: Rules, B: Rules> Rules for (A, B) {
         }
     }
 
-    fn answer(take: Self::Take) -> Option<Self::Answer> {
-        match take {
-            Either::Left(take) => A::answer(take).map(Either::Left),
-            Either::Right(take) => B::answer(take).map(Either::Right),
-        }
-    }
-
     /// The first layer's screen, or else the second's: one layer screens.
     fn screen(&self, parts: &Parts) -> Option<Self::Screen> {
         let first = self.0.screen(parts).map(Either::Left);
         first.or_else(|| self.1.screen(parts).map(Either::Right))
     }
+}
 
-    fn screens(take: &Self::Take) -> bool {
-        match take {
-            Either::Left(take) => A::screens(take),
-            Either::Right(take) => B::screens(take),
+impl<A: Take, B: Take> Take for Either<A, B> {
+    type Answer = Either<A::Answer, B::Answer>;
+
+    fn into_answer(self) -> Option<Self::Answer> {
+        match self {
+            Either::Left(take) => take.into_answer().map(Either::Left),
+            Either::Right(take) => take.into_answer().map(Either::Right),
+        }
+    }
+
+    fn screens(&self) -> bool {
+        match self {
+            Either::Left(take) => take.screens(),
+            Either::Right(take) => take.screens(),
         }
     }
 }

@@ -64,6 +64,16 @@ pub(crate) enum Scan {
     Watching,
 }
 
+impl Scan {
+    /// [`Scan::Watching`] when `watch`, else [`Scan::UntilDecided`].
+    pub(crate) fn watching(watch: bool) -> Self {
+        match watch {
+            true => Self::Watching,
+            false => Self::UntilDecided,
+        }
+    }
+}
+
 impl<B: Body> Peek<B> {
     /// Starts reading `body`, scanning it as `scan` says.
     pub(crate) fn new(body: B, limits: PeekLimits, scan: Scan) -> Self {

@@ -1,7 +1,7 @@
 use tower_layer::Layer;
 
 use super::ListenFilter;
-use crate::http::peek::PeekLimits;
+use crate::http::peek::{PeekLimits, Scan};
 use crate::ServerProfile;
 
 /// Layer that applies [`ListenFilter`], which honours the `notifications`
@@ -12,7 +12,7 @@ pub struct ListenFilterLayer {
     // Read on every request: kept at hand.
     pub(super) limits: PeekLimits,
     pub(super) guard_stream: bool,
-    pub(super) scan_pass_through: bool,
+    pub(super) scan: Scan,
     pub(super) check_updates: bool,
 }
 
@@ -23,7 +23,7 @@ impl ListenFilterLayer {
             limits: profile.limits().peek(),
             profile,
             guard_stream: true,
-            scan_pass_through: true,
+            scan: Scan::Watching,
             check_updates: true,
         }
     }
@@ -45,7 +45,7 @@ impl ListenFilterLayer {
     /// with duplicate `method` members: large bodies then pass at no cost
     /// per byte. Listen requests are checked whole either way.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
-        self.scan_pass_through = scan;
+        self.scan = Scan::watching(scan);
         self
     }
 

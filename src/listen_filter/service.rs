@@ -1,24 +1,21 @@
 use std::task::{Context, Poll};
 
-use http::{Request, Response};
-use tower_service::Service;
-
-use crate::http::intercept;
-use crate::RequestBody;
 use bytes::Bytes;
 use http::request::Parts;
+use http::{Request, Response};
 use http_body::Body;
+use tower_service::Service;
 
-use super::guard::{Guard, ListenAnswer};
+use super::guard::ListenAnswer;
 use super::request::InterceptedRequest;
 use super::updates::Updates;
 use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
 use crate::http::classify::{Classified, Head, Interest, Shape};
-use crate::http::intercept::{Decision, Gate, Later, Refusal, Rules};
-use crate::http::peek::{Peek, PeekLimits};
-use crate::{HonouredFilter, Rejection, ServerProfile};
+use crate::http::intercept::{self, Decision, Later, Refusal, Rules, Settings, Take};
+use crate::http::peek::Peek;
+use crate::{HonouredFilter, Rejection, RequestBody, ServerProfile};
 
 /// Middleware that turns the `notifications` filter of every
 /// `subscriptions/listen` request into the honoured filter for its caller.
@@ -128,39 +125,22 @@ pub(crate) enum Taken {
 impl Rules for ListenFilterLayer {
     type Take = Taken;
     type Whole = Whole;
-    type Events = Guard;
-    type Answer = ListenAnswer;
     type Screen = Updates;
 
-    fn limits(&self) -> PeekLimits {
-        self.limits
-    }
-
-    fn interest(&self) -> Interest {
-        INTEREST
-    }
-
-    fn watches(&self) -> bool {
-        self.scan_pass_through
-    }
-
-    fn peeks(&self, head: &Head) -> bool {
-        head.inspected()
-    }
-
-    fn gate(&self, head: &Head) -> Gate {
-        if !self.peeks(head) {
-            return Gate::Skip;
+    fn settings(&self) -> Settings {
+        Settings {
+            interest: INTEREST,
+            limits: self.limits,
+            scan: self.scan,
         }
-        // Content codings cannot be read through, and a listen could hide behind one.
-        if head.encoded {
-            return Gate::Refuse(Rejection::Encoded);
-        }
-        let limit = self.limits().listen;
+    }
+
+    fn check_head(&self, head: &Head) -> Result<(), Rejection> {
+        let limit = self.limits.listen;
         if head.named == Some(Method::Listen) && head.longer_than(limit) {
-            return Gate::Refuse(Rejection::BodyTooLarge { limit });
+            return Err(Rejection::BodyTooLarge { limit });
         }
-        Gate::Peek
+        Ok(())
     }
 
     fn decide<B: Body>(
@@ -176,20 +156,20 @@ impl Rules for ListenFilterLayer {
         match classified.shape {
             Shape::Decided(Outcome::Method(method)) if INTEREST.contains(method) => {
                 let (whole, limit) = match method {
-                    Method::Listen => (Whole::Listen, self.limits().listen),
-                    _ => (Whole::Subscribe, self.limits().method),
+                    Method::Listen => (Whole::Listen, self.limits.listen),
+                    _ => (Whole::Subscribe, self.limits.method),
                 };
                 if named.is_some_and(|named| named != method) {
                     refuse(Rejection::HeaderMismatch)
                 } else if head.longer_than(limit) {
                     refuse(Rejection::BodyTooLarge { limit })
                 } else {
-                    Decision::Whole(whole)
+                    Decision::Whole { whole, limit }
                 }
             }
             // The method must be named within the limit: past it, a listen could hide.
             Shape::TooLarge => refuse(Rejection::BodyTooLarge {
-                limit: self.limits().for_first(classified.first),
+                limit: self.limits.for_first(classified.first),
             }),
             Shape::Unreadable if ours(named) || ours(classified.first) => {
                 refuse(Rejection::BodyUnreadable)
@@ -197,13 +177,6 @@ impl Rules for ListenFilterLayer {
             _ if ours(named) => refuse(Rejection::HeaderMismatch),
             // Another method, or a batch (looked into whole by the plumbing).
             Shape::Decided(_) | Shape::Unreadable => Decision::Pass,
-        }
-    }
-
-    fn whole_limit(&self, whole: &Whole) -> usize {
-        match whole {
-            Whole::Listen => self.limits().listen,
-            Whole::Subscribe => self.limits().method,
         }
     }
 
@@ -229,8 +202,17 @@ impl Rules for ListenFilterLayer {
         }
     }
 
-    fn answer(take: Taken) -> Option<ListenAnswer> {
-        match take {
+    fn screen(&self, parts: &Parts) -> Option<Updates> {
+        let checks = self.check_updates && self.profile.resource_access().is_some();
+        checks.then(|| Updates::new(self.profile.clone(), self.profile.principal(parts)))
+    }
+}
+
+impl Take for Taken {
+    type Answer = ListenAnswer;
+
+    fn into_answer(self) -> Option<ListenAnswer> {
+        match self {
             Taken::Listen(Some((filter, limit))) => Some(ListenAnswer::new(filter, limit)),
             Taken::Listen(None) | Taken::Subscribe => None,
         }
@@ -238,13 +220,8 @@ impl Rules for ListenFilterLayer {
 
     /// A listen's stream is the guard's (or, unguarded, the inner's);
     /// the answer to a `resources/subscribe` is screened like any other.
-    fn screens(take: &Taken) -> bool {
-        matches!(take, Taken::Subscribe)
-    }
-
-    fn screen(&self, parts: &Parts) -> Option<Updates> {
-        let checks = self.check_updates && self.profile.resource_access().is_some();
-        checks.then(|| Updates::new(self.profile.clone(), self.profile.principal(parts)))
+    fn screens(&self) -> bool {
+        matches!(self, Taken::Subscribe)
     }
 }
 
