@@ -8,7 +8,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::advertise::{Advertised, Era, MANAGED, TASKS_EXTENSION};
-use crate::codec::json;
+use crate::codec::json::{self, Found};
 use serde_json::value::RawValue;
 
 use crate::codec::sse::{self, Event};
@@ -291,9 +291,9 @@ fn rewrite_response(
 /// What one checking pass over a response read: the members the rewrite
 /// needs and, in every `result`, where the values to replace are.
 struct Read<'a> {
-    their_id: json::Found<'a>,
-    error: json::Found<'a>,
-    method: json::Found<'a>,
+    their_id: Found<&'a str>,
+    error: Found<&'a str>,
+    method: Found<&'a str>,
     /// The values to replace, in every `result` in turn.
     places: Vec<(Range<usize>, Put)>,
     results: Vec<ResultPlace>,
@@ -309,9 +309,9 @@ impl<'a> Read<'a> {
     /// Reads `text` in one checking pass (`cacheScope` too when `private`).
     fn of(text: &'a str, private: bool) -> Result<Self, Skip> {
         let mut read = Read {
-            their_id: Ok(None),
-            error: Ok(None),
-            method: Ok(None),
+            their_id: Found::Absent,
+            error: Found::Absent,
+            method: Found::Absent,
             places: Vec::new(),
             results: Vec::new(),
             theirs: None,
@@ -332,7 +332,7 @@ impl<'a> Read<'a> {
                 }
                 _ => return walk.skip(),
             };
-            json::record(slot, walk.value()?);
+            slot.record(walk.value()?);
             Some(())
         })
         .ok_or(Skip::Broken("the message is not one JSON object"))?;
@@ -373,7 +373,11 @@ impl<'a> Read<'a> {
     /// Whether this is a success response to request `id` that can be
     /// rewritten, or why not.
     fn check(&self, id: &str) -> Result<(), Skip> {
-        let (Ok(their_id), Ok(error), Ok(method)) = (self.their_id, self.error, self.method) else {
+        let (Some(their_id), Some(error), Some(method)) = (
+            self.their_id.unambiguous(),
+            self.error.unambiguous(),
+            self.method.unambiguous(),
+        ) else {
             return Err(Skip::Broken("the message has a member twice"));
         };
         if self.results.is_empty() && error.is_none() {
@@ -798,7 +802,7 @@ mod tests {
             // A parser that keeps the first of duplicate keys reads the same.
             if let Ok(out) = rewritten {
                 let first = |key: &str| {
-                    let result = json::unique(&json::members(&out).unwrap(), "result").unwrap().unwrap();
+                    let result = json::unique(&json::members(&out).unwrap(), "result").one().unwrap();
                     json::members(result).unwrap().into_iter().find(|(k, _)| k == key).map(|(_, v)| v.to_owned())
                 };
                 let caps: Value = serde_json::from_str(&first("capabilities").unwrap()).unwrap();

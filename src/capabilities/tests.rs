@@ -262,7 +262,7 @@ fn caps_json(profile: &ServerProfile, era: Era) -> String {
 fn member<'a>(text: &'a str, key: &str) -> &'a str {
     let members = crate::codec::json::members(text).expect("an object");
     crate::codec::json::unique(&members, key)
-        .unwrap()
+        .one()
         .expect("the member is there")
 }
 

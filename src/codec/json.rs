@@ -31,16 +31,41 @@ pub(crate) type Walk<'a> = Walker<'a, true>;
 /// A walker over text known to be valid JSON.
 pub(crate) type Skim<'a> = Walker<'a, false>;
 
-/// One member looked up by name: absent, present once (its text), or
-/// present more than once (`Err`), which makes it ambiguous.
-pub(crate) type Found<'a> = Result<Option<&'a str>, ()>;
+/// One member looked up by name (its text, or what was made of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found<T> {
+    Absent,
+    /// Present once.
+    One(T),
+    /// Present more than once: parsers could read different values.
+    Ambiguous,
+}
 
-/// Records one more member named like `slot`'s: the second makes it ambiguous.
-pub(crate) fn record<'a>(slot: &mut Found<'a>, value: &'a str) {
-    *slot = match slot {
-        Ok(None) => Ok(Some(value)),
-        _ => Err(()),
-    };
+impl<T> Found<T> {
+    /// Records one more member of the name: the second makes it ambiguous.
+    pub(crate) fn record(&mut self, value: T) {
+        *self = match self {
+            Found::Absent => Found::One(value),
+            _ => Found::Ambiguous,
+        };
+    }
+
+    /// The member, present or not, unless it is ambiguous.
+    pub(crate) fn unambiguous(self) -> Option<Option<T>> {
+        match self {
+            Found::Absent => Some(None),
+            Found::One(value) => Some(Some(value)),
+            Found::Ambiguous => None,
+        }
+    }
+
+    /// The member present once, if it is.
+    pub(crate) fn one(self) -> Option<T> {
+        match self {
+            Found::One(value) => Some(value),
+            Found::Absent | Found::Ambiguous => None,
+        }
+    }
 }
 
 impl<'a, const CHECK: bool> Walker<'a, CHECK> {
@@ -469,12 +494,11 @@ pub(crate) fn members(text: &str) -> Option<Members<'_>> {
     (readable && skim.at_end()).then_some(members)
 }
 
-/// The single member named `key`: `Ok(None)` when absent, `Err(())` when it
-/// appears more than once.
-pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Found<'a> {
-    let mut found = Ok(None);
+/// The member named `key`, if it is there once.
+pub(crate) fn unique<'a>(members: &Members<'a>, key: &str) -> Found<&'a str> {
+    let mut found = Found::Absent;
     for (_, value) in members.iter().filter(|(name, _)| *name == key) {
-        record(&mut found, value);
+        found.record(*value);
     }
     found
 }
@@ -505,15 +529,15 @@ pub(crate) fn kind(text: &str) -> &'static str {
 /// that an error response may echo.
 pub(crate) fn request_id(body: &[u8]) -> Option<Box<RawValue>> {
     let text = std::str::from_utf8(body).ok()?;
-    let mut id = Ok(None);
+    let mut id = Found::Absent;
     Walk::document(text, |walk, key| match &*key {
         "id" => {
-            record(&mut id, walk.value()?);
+            id.record(walk.value()?);
             Some(())
         }
         _ => walk.skip(),
     })?;
-    let id = id.ok().flatten().filter(|id| is_usable_id(id))?;
+    let id = id.one().filter(|id| is_usable_id(id))?;
     RawValue::from_string(id.to_owned()).ok()
 }
 
@@ -619,9 +643,9 @@ mod tests {
         let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_ref()).collect();
         assert_eq!(keys, ["b", "a", "b", "c"]);
         assert_eq!(m[1].1, r#"{"x":[1,2]}"#);
-        assert!(unique(&m, "b").is_err());
-        assert_eq!(unique(&m, "a").unwrap().unwrap(), r#"{"x":[1,2]}"#);
-        assert!(unique(&m, "z").unwrap().is_none());
+        assert_eq!(unique(&m, "b"), Found::Ambiguous);
+        assert_eq!(unique(&m, "a"), Found::One(r#"{"x":[1,2]}"#));
+        assert_eq!(unique(&m, "z"), Found::Absent);
     }
 
     #[test]
@@ -642,8 +666,8 @@ mod tests {
     #[test]
     fn splice_replaces_only_the_parts() {
         let text = r#"{"id":7, "params" : {"n": {"a":true}} , "z":1}"#;
-        let params = unique(&members(text).unwrap(), "params").unwrap().unwrap();
-        let n = unique(&members(params).unwrap(), "n").unwrap().unwrap();
+        let params = unique(&members(text).unwrap(), "params").one().unwrap();
+        let n = unique(&members(params).unwrap(), "n").one().unwrap();
         let out = splice(text, &[(span(text, n), "{}")]);
         assert_eq!(out, r#"{"id":7, "params" : {"n": {}} , "z":1}"#);
         let end = text.len() - 1;

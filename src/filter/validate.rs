@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{Kind, Kinds, ListenError};
 use crate::advertise::TASKS_EXTENSION;
-use crate::codec::json;
+use crate::codec::json::{self, Found};
 use crate::profile::ServerProfile;
 
 pub(super) fn invalid(message: String) -> ListenError {
@@ -42,12 +42,12 @@ pub(super) fn validate<'a>(
     // One skim of `params`: the first `notifications` object has its members
     // read on the way, its string arrays with them.
     let most = limits.max_uris.max(limits.max_task_ids);
-    let (mut notifications, mut meta) = (Ok(None), Ok(None));
+    let (mut notifications, mut meta) = (Found::Absent, Found::Absent);
     let mut first: Option<(Vec<Entry<'a>>, bool)> = None;
     let mut skim = json::Skim::new(params);
     let read = skim.members(|skim, key| {
         match &*key {
-            "notifications" if notifications == Ok(None) && skim.at_object() => {
+            "notifications" if notifications == Found::Absent && skim.at_object() => {
                 let mut entries = Vec::with_capacity(4);
                 let (text, readable) = skim.members(|skim, key| {
                     let lists = matches!(
@@ -58,11 +58,11 @@ pub(super) fn validate<'a>(
                     entries.push((key, text, items));
                     Some(())
                 })?;
-                json::record(&mut notifications, text);
+                notifications.record(text);
                 first = Some((entries, readable));
             }
-            "notifications" => json::record(&mut notifications, skim.value()?),
-            "_meta" => json::record(&mut meta, skim.value()?),
+            "notifications" => notifications.record(skim.value()?),
+            "_meta" => meta.record(skim.value()?),
             _ => skim.skip()?,
         }
         Some(())
@@ -73,10 +73,18 @@ pub(super) fn validate<'a>(
             json::kind(params)
         )));
     }
-    let notifications = notifications
-        .map_err(|()| invalid("`params.notifications` appears more than once".into()))?
-        .ok_or_else(|| invalid("`params.notifications` is required".into()))?;
-    let meta = meta.map_err(|()| invalid("`params._meta` appears more than once".into()))?;
+    let notifications = match notifications {
+        Found::One(notifications) => notifications,
+        Found::Absent => return Err(invalid("`params.notifications` is required".into())),
+        Found::Ambiguous => {
+            return Err(invalid(
+                "`params.notifications` appears more than once".into(),
+            ))
+        }
+    };
+    let meta = meta
+        .unambiguous()
+        .ok_or_else(|| invalid("`params._meta` appears more than once".into()))?;
     let Some((entries, true)) = first else {
         return Err(invalid(format!(
             "`params.notifications` must be an object, got {}",
@@ -190,7 +198,7 @@ fn strings<'a>(
 /// nothing).
 pub(super) fn declares_tasks(meta: Option<&str>) -> bool {
     fn member<'a>(object: &'a str, key: &str) -> Option<&'a str> {
-        json::unique(&json::members(object)?, key).ok().flatten()
+        json::unique(&json::members(object)?, key).one()
     }
     meta.and_then(|meta| member(meta, "io.modelcontextprotocol/clientCapabilities"))
         .and_then(|caps| member(caps, "extensions"))

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
-use crate::codec::json;
+use crate::codec::json::{self, Found};
 use crate::codec::sse::{self, Event};
 use crate::filter::stream::{
     acknowledgment, covers as covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID,
@@ -81,12 +81,12 @@ impl Guard {
         let Some(message) = Message::read(data) else {
             return Verdict::Drop("not one JSON-RPC message");
         };
-        let (Ok(method), Ok(params), Ok(id), Ok(result), Ok(error)) = (
-            message.method,
-            message.params,
-            message.id,
-            message.result,
-            message.error,
+        let (Some(method), Some(params), Some(id), Some(result), Some(error)) = (
+            message.method.unambiguous(),
+            message.params.unambiguous(),
+            message.id.unambiguous(),
+            message.result.unambiguous(),
+            message.error.unambiguous(),
         ) else {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
@@ -102,10 +102,10 @@ impl Guard {
             return Verdict::Drop("a method that is not a string");
         };
         match message.tag {
-            Tag::Absent => {}
-            Tag::One(tag) if json::same_id(tag, subscription_id) => {}
-            Tag::One(_) => return Verdict::Drop("another subscription"),
-            Tag::Ambiguous => return Verdict::Drop("an ambiguous subscription tag"),
+            Found::Absent => {}
+            Found::One(tag) if json::same_id(tag, subscription_id) => {}
+            Found::One(_) => return Verdict::Drop("another subscription"),
+            Found::Ambiguous => return Verdict::Drop("an ambiguous subscription tag"),
         }
         let honoured = match method.as_ref() {
             ACKNOWLEDGED => return self.acknowledgment(params),
@@ -135,7 +135,7 @@ impl Guard {
             return Verdict::Drop("acknowledgment without params");
         };
         match json::unique(&params, "notifications") {
-            Ok(Some(theirs)) => match narrowed(self.filter.ack(), theirs) {
+            Found::One(theirs) => match narrowed(self.filter.ack(), theirs) {
                 Some(ack) => Verdict::Ack(self.ack_message(&ack)),
                 None => Verdict::Drop("acknowledgment with a malformed notifications object"),
             },
@@ -176,7 +176,7 @@ fn narrowed(ours: &RawValue, theirs: &str) -> Option<String> {
     let theirs = json::members(theirs)?;
     let mut out = String::from("{");
     for (key, value) in json::members(ours.get())? {
-        let Ok(Some(their_value)) = json::unique(&theirs, &key) else {
+        let Found::One(their_value) = json::unique(&theirs, &key) else {
             continue;
         };
         let kept = if value == "true" {
@@ -206,34 +206,26 @@ fn narrowed(ours: &RawValue, theirs: &str) -> Option<String> {
 }
 
 /// A member present once with a string value, decoded.
-fn string_member(member: json::Found<'_>) -> Option<Cow<'_, str>> {
-    member.ok().flatten().and_then(json::string)
+fn string_member(member: Found<&str>) -> Option<Cow<'_, str>> {
+    member.one().and_then(json::string)
 }
 
 /// What the guard reads of a message: the members `json::members` and
 /// `json::unique` would give, found in one checking pass.
 struct Message<'a> {
-    method: json::Found<'a>,
-    params: json::Found<'a>,
-    id: json::Found<'a>,
-    result: Result<Option<Reduction>, ()>,
-    error: json::Found<'a>,
+    method: Found<&'a str>,
+    params: Found<&'a str>,
+    id: Found<&'a str>,
+    result: Found<Reduction>,
+    error: Found<&'a str>,
     /// `params.uri` and `params.taskId`.
-    uri: json::Found<'a>,
-    task_id: json::Found<'a>,
-    /// `params._meta["io.modelcontextprotocol/subscriptionId"]`.
-    tag: Tag<'a>,
-}
-
-/// The subscription tag of a message.
-#[derive(Clone, Copy)]
-enum Tag<'a> {
-    /// No `_meta`, or one without the tag.
-    Absent,
-    One(&'a str),
-    /// The tag twice, `_meta` twice or not an object, or keys that do not
-    /// decode: parsers could read different tags.
-    Ambiguous,
+    uri: Found<&'a str>,
+    task_id: Found<&'a str>,
+    /// The subscription tag, `params._meta["io.modelcontextprotocol/subscriptionId"]`:
+    /// absent without `_meta` or without the tag in it; ambiguous when the
+    /// tag or `_meta` comes twice, `_meta` is not an object, or its keys do
+    /// not decode (parsers could read different tags).
+    tag: Found<&'a str>,
 }
 
 /// A `result`, reduced to the members an answer to a listen may carry.
@@ -248,43 +240,53 @@ impl<'a> Message<'a> {
     /// `None` when `data` is not one JSON object with readable keys.
     fn read(data: &'a str) -> Option<Self> {
         let mut message = Message {
-            method: Ok(None),
-            params: Ok(None),
-            id: Ok(None),
-            result: Ok(None),
-            error: Ok(None),
-            uri: Ok(None),
-            task_id: Ok(None),
-            tag: Tag::Absent,
+            method: Found::Absent,
+            params: Found::Absent,
+            id: Found::Absent,
+            result: Found::Absent,
+            error: Found::Absent,
+            uri: Found::Absent,
+            task_id: Found::Absent,
+            tag: Found::Absent,
         };
         json::Walk::document(data, |walk, key| {
             match &*key {
-                "method" => json::record(&mut message.method, walk.value()?),
-                "id" => json::record(&mut message.id, walk.value()?),
-                "error" => json::record(&mut message.error, walk.value()?),
+                "method" => message.method.record(walk.value()?),
+                "id" => message.id.record(walk.value()?),
+                "error" => message.error.record(walk.value()?),
                 "result" => {
-                    let reduction = reduce(walk)?;
-                    message.result = match message.result {
-                        Ok(None) => Ok(Some(reduction)),
-                        _ => Err(()),
-                    };
+                    message.result.record(reduce(walk)?);
                 }
                 "params" if walk.at_object() => {
                     let params = Params::read(walk)?;
-                    json::record(&mut message.params, params.text);
+                    message.params.record(params.text);
                     // Only one `params` is ever used: a second one is ambiguous.
                     (message.uri, message.task_id, message.tag) =
                         (params.uri, params.task_id, params.tag);
                 }
                 "params" => {
-                    json::record(&mut message.params, walk.value()?);
-                    (message.uri, message.task_id, message.tag) = (Ok(None), Ok(None), Tag::Absent);
+                    message.params.record(walk.value()?);
+                    (message.uri, message.task_id, message.tag) =
+                        (Found::Absent, Found::Absent, Found::Absent);
                 }
                 _ => walk.skip()?,
             }
             Some(())
         })?;
         Some(message)
+    }
+
+    /// The id, `result` and `error` of a message without a method, none of
+    /// them ambiguous.
+    fn response(self) -> Option<(Option<&'a str>, Option<Reduction>, Option<&'a str>)> {
+        let Found::Absent = self.method else {
+            return None;
+        };
+        Some((
+            self.id.unambiguous()?,
+            self.result.unambiguous()?,
+            self.error.unambiguous()?,
+        ))
     }
 }
 
@@ -294,19 +296,19 @@ fn reduce(walk: &mut json::Walk<'_>) -> Option<Reduction> {
         walk.skip()?;
         return Some(Reduction::Unreadable);
     }
-    let (mut meta, mut kind) = (Ok(None), Ok(None));
+    let (mut meta, mut kind) = (Found::Absent, Found::Absent);
     let (_, readable) = walk.members(|walk, key| match &*key {
         "_meta" => {
-            json::record(&mut meta, walk.value()?);
+            meta.record(walk.value()?);
             Some(())
         }
         "resultType" => {
-            json::record(&mut kind, walk.value()?);
+            kind.record(walk.value()?);
             Some(())
         }
         _ => walk.skip(),
     })?;
-    let (true, Ok(meta), Ok(kind)) = (readable, meta, kind) else {
+    let (true, Some(meta), Some(kind)) = (readable, meta.unambiguous(), kind.unambiguous()) else {
         return Some(Reduction::Unreadable);
     };
     let members: Vec<String> = [("_meta", meta), ("resultType", kind)]
@@ -319,48 +321,47 @@ fn reduce(walk: &mut json::Walk<'_>) -> Option<Reduction> {
 /// The members of a `params` object the guard reads.
 struct Params<'a> {
     text: &'a str,
-    uri: json::Found<'a>,
-    task_id: json::Found<'a>,
-    tag: Tag<'a>,
+    uri: Found<&'a str>,
+    task_id: Found<&'a str>,
+    tag: Found<&'a str>,
 }
 
 impl<'a> Params<'a> {
     /// Reads the object next in `walk`; a params object whose keys do not
     /// decode has no members the guard relies on, and an ambiguous tag.
     fn read(walk: &mut json::Walk<'a>) -> Option<Self> {
-        let (mut uri, mut task_id) = (Ok(None), Ok(None));
-        let (mut metas, mut tag) = (0, Tag::Absent);
+        let (mut uri, mut task_id) = (Found::Absent, Found::Absent);
+        let (mut metas, mut tag) = (0, Found::Absent);
         let (text, readable) = walk.members(|walk, key| {
             match &*key {
                 "_meta" if walk.at_object() => {
                     metas += 1;
-                    let mut found = Ok(None);
+                    let mut found = Found::Absent;
                     let (_, readable) = walk.members(|walk, key| match &*key {
                         SUBSCRIPTION_ID => {
-                            json::record(&mut found, walk.value()?);
+                            found.record(walk.value()?);
                             Some(())
                         }
                         _ => walk.skip(),
                     })?;
-                    tag = match (readable, found) {
-                        (true, Ok(None)) => Tag::Absent,
-                        (true, Ok(Some(found))) => Tag::One(found),
-                        _ => Tag::Ambiguous,
+                    tag = match readable {
+                        true => found,
+                        false => Found::Ambiguous,
                     };
                 }
                 "_meta" => {
                     metas += 1;
                     walk.skip()?;
-                    tag = Tag::Ambiguous;
+                    tag = Found::Ambiguous;
                 }
-                "uri" => json::record(&mut uri, walk.value()?),
-                "taskId" => json::record(&mut task_id, walk.value()?),
+                "uri" => uri.record(walk.value()?),
+                "taskId" => task_id.record(walk.value()?),
                 _ => walk.skip()?,
             }
             Some(())
         })?;
         if metas > 1 {
-            tag = Tag::Ambiguous;
+            tag = Found::Ambiguous;
         }
         Some(match readable {
             true => Params {
@@ -371,9 +372,9 @@ impl<'a> Params<'a> {
             },
             false => Params {
                 text,
-                uri: Ok(None),
-                task_id: Ok(None),
-                tag: Tag::Ambiguous,
+                uri: Found::Absent,
+                task_id: Found::Absent,
+                tag: Found::Ambiguous,
             },
         })
     }
@@ -432,19 +433,15 @@ impl Guard {
         self.dropped += 1;
         // Drops are rare (a leaky inner service): re-reading the method is fine.
         let kind = data.and_then(|data| {
-            let mut method = Ok(None);
+            let mut method = Found::Absent;
             json::Walk::document(data, |walk, key| match &*key {
                 "method" => {
-                    json::record(&mut method, walk.value()?);
+                    method.record(walk.value()?);
                     Some(())
                 }
                 _ => walk.skip(),
             })?;
-            method
-                .ok()
-                .flatten()
-                .and_then(json::string)
-                .map(Cow::into_owned)
+            method.one().and_then(json::string).map(Cow::into_owned)
         });
         tracing::debug!(
             reason,
@@ -532,14 +529,8 @@ impl AnswerRule for ListenAnswer {
     }
 
     fn rewrite(&self, text: &str) -> Rewritten {
-        let verdict = match Message::read(text) {
-            Some(Message {
-                method: Ok(None),
-                id: Ok(id),
-                result: Ok(result),
-                error: Ok(error),
-                ..
-            }) => answer(self.id(), id, result, error),
+        let verdict = match Message::read(text).map(Message::response) {
+            Some(Some((id, result, error))) => answer(self.id(), id, result, error),
             _ => Verdict::Drop("not a response"),
         };
         match verdict {
@@ -615,12 +606,12 @@ mod tests {
             return Verdict::Drop("not one JSON-RPC message");
         };
         let field = |name: &str| json::unique(&message, name);
-        let (Ok(method), Ok(params), Ok(id), Ok(result), Ok(error)) = (
-            field("method"),
-            field("params"),
-            field("id"),
-            field("result"),
-            field("error"),
+        let (Some(method), Some(params), Some(id), Some(result), Some(error)) = (
+            field("method").unambiguous(),
+            field("params").unambiguous(),
+            field("id").unambiguous(),
+            field("result").unambiguous(),
+            field("error").unambiguous(),
         ) else {
             return Verdict::Drop("ambiguous JSON-RPC message");
         };
@@ -637,8 +628,8 @@ mod tests {
                 (Some(result), None) => {
                     let members = model::members(result);
                     let reduced = members.as_ref().and_then(|members| {
-                        let meta = json::unique(members, "_meta").ok()?;
-                        let kind = json::unique(members, "resultType").ok()?;
+                        let meta = json::unique(members, "_meta").unambiguous()?;
+                        let kind = json::unique(members, "resultType").unambiguous()?;
                         let parts: Vec<String> = [("_meta", meta), ("resultType", kind)]
                             .into_iter()
                             .filter_map(|(k, v)| v.map(|v| format!(r#""{k}":{v}"#)))
@@ -665,9 +656,9 @@ mod tests {
         // The tag: absent, one, or ambiguous.
         let object_params = params.filter(|p| is_object(p));
         let members = object_params.and_then(model::members);
-        let tag: Result<Option<&str>, ()> = match (object_params, &members) {
-            (None, _) => Ok(None),
-            (Some(_), None) => Err(()),
+        let tag: Found<&str> = match (object_params, &members) {
+            (None, _) => Found::Absent,
+            (Some(_), None) => Found::Ambiguous,
             (Some(_), Some(members)) => {
                 let metas: Vec<&str> = members
                     .iter()
@@ -675,25 +666,25 @@ mod tests {
                     .map(|(_, v)| *v)
                     .collect();
                 match metas[..] {
-                    [] => Ok(None),
+                    [] => Found::Absent,
                     [meta] if is_object(meta) => match model::members(meta) {
                         Some(meta) => json::unique(&meta, SUBSCRIPTION_ID),
-                        None => Err(()),
+                        None => Found::Ambiguous,
                     },
-                    _ => Err(()),
+                    _ => Found::Ambiguous,
                 }
             }
         };
         match tag {
-            Ok(None) => {}
-            Ok(Some(tag)) if json::same_id(tag, subscription_id) => {}
-            Ok(Some(_)) => return Verdict::Drop("another subscription"),
-            Err(()) => return Verdict::Drop("an ambiguous subscription tag"),
+            Found::Absent => {}
+            Found::One(tag) if json::same_id(tag, subscription_id) => {}
+            Found::One(_) => return Verdict::Drop("another subscription"),
+            Found::Ambiguous => return Verdict::Drop("an ambiguous subscription tag"),
         }
         let param = |name: &str| {
             members
                 .as_ref()
-                .and_then(|p| json::unique(p, name).ok().flatten())
+                .and_then(|p| json::unique(p, name).one())
                 .and_then(json::string)
         };
         let honoured = match method.as_ref() {
@@ -702,7 +693,7 @@ mod tests {
                     return Verdict::Drop("acknowledgment without params");
                 };
                 return match json::unique(members, "notifications") {
-                    Ok(Some(theirs)) => match narrowed(filter.ack(), theirs) {
+                    Found::One(theirs) => match narrowed(filter.ack(), theirs) {
                         Some(ack) => Verdict::Ack(format!(
                             r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{ack},"_meta":{{"{SUBSCRIPTION_ID}":{subscription_id}}}}}}}"#
                         )),

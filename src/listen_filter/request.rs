@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use crate::codec::json::{self, Walk};
+use crate::codec::json::{self, Found, Walk};
 use crate::codec::scan::Method;
 use crate::http::intercept::Refusal;
 use crate::Rejection;
@@ -27,7 +27,7 @@ impl<'a> InterceptedRequest<'a> {
     /// one `params` and one usable `id`.
     pub(crate) fn parse(body: &'a [u8], kind: Method) -> Result<Self, Refusal> {
         let text = std::str::from_utf8(body).map_err(|_| (Rejection::Parse, None))?;
-        let (mut id, mut method, mut params) = (Ok(None), Ok(None), Ok(None));
+        let (mut id, mut method, mut params) = (Found::Absent, Found::Absent, Found::Absent);
         Walk::document(text, |walk, key| {
             let slot = match &*key {
                 "id" => &mut id,
@@ -35,17 +35,21 @@ impl<'a> InterceptedRequest<'a> {
                 "params" => &mut params,
                 _ => return walk.skip(),
             };
-            json::record(slot, walk.value()?);
+            slot.record(walk.value()?);
             Some(())
         })
         .ok_or((Rejection::Parse, None))?;
-        let usable = id.ok().flatten().filter(|id| json::is_usable_id(id));
+        let usable = id.one().filter(|id| json::is_usable_id(id));
         let refuse = |message| (Rejection::InvalidRequest(message), usable.map(raw));
-        method.map_err(|()| refuse("the request has more than one `method`"))?;
-        let params = params.map_err(|()| refuse("the request has more than one `params`"))?;
+        if method == Found::Ambiguous {
+            return Err(refuse("the request has more than one `method`"));
+        }
+        let params = params
+            .unambiguous()
+            .ok_or_else(|| refuse("the request has more than one `params`"))?;
         let id = match (id, usable) {
             (_, Some(id)) => id,
-            (Ok(Some(_)), None) => {
+            (Found::One(_), None) => {
                 return Err(refuse(match kind {
                     Method::Subscribe => {
                         "the id of a `resources/subscribe` request must be a string or a number"
@@ -53,8 +57,8 @@ impl<'a> InterceptedRequest<'a> {
                     _ => "the id of a listen request must be a string or a number",
                 }))
             }
-            (Err(()), None) => return Err(refuse("the request has more than one `id`")),
-            (Ok(None), None) => {
+            (Found::Ambiguous, None) => return Err(refuse("the request has more than one `id`")),
+            (Found::Absent, None) => {
                 return Err(refuse(match kind {
                     Method::Subscribe => "a `resources/subscribe` request needs an id",
                     _ => "a listen request needs an id",
@@ -82,7 +86,7 @@ impl<'a> InterceptedRequest<'a> {
             || self
                 .params
                 .and_then(json::members)
-                .and_then(|params| json::unique(&params, "_meta").ok().flatten())
+                .and_then(|params| json::unique(&params, "_meta").one())
                 .and_then(json::members)
                 .is_some_and(|meta| {
                     meta.iter()
@@ -96,9 +100,9 @@ impl<'a> InterceptedRequest<'a> {
         let params = self.params.ok_or("`params.uri` is missing")?;
         let members = json::members(params).ok_or("`params` must be an object")?;
         match json::unique(&members, "uri") {
-            Ok(Some(uri)) => json::string(uri).ok_or("`params.uri` must be a string"),
-            Ok(None) => Err("`params.uri` is missing"),
-            Err(()) => Err("`params` has more than one `uri`"),
+            Found::One(uri) => json::string(uri).ok_or("`params.uri` must be a string"),
+            Found::Absent => Err("`params.uri` is missing"),
+            Found::Ambiguous => Err("`params` has more than one `uri`"),
         }
     }
 
@@ -186,7 +190,7 @@ mod tests {
         let request = InterceptedRequest::parse(body, Method::Listen).unwrap();
         let ack: Box<RawValue> = serde_json::from_str(r#"{"toolsListChanged":true}"#).unwrap();
         let params = json::members(request.params.unwrap()).unwrap();
-        let notifications = json::unique(&params, "notifications").unwrap().unwrap();
+        let notifications = json::unique(&params, "notifications").one().unwrap();
         assert_eq!(
             request.with_ack(notifications, &ack),
             r#"{"id":7, "method":"subscriptions/listen", "params":{"_meta":{"k":1}, "notifications": {"toolsListChanged":true}}, "extra":true}"#

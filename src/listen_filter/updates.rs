@@ -12,7 +12,7 @@ use std::time::Instant;
 use memchr::memmem;
 
 use crate::access::{Decision, Decisions};
-use crate::codec::json;
+use crate::codec::json::{self, Found};
 use crate::codec::sse::Event;
 use crate::filter::stream::resolves_elsewhere;
 use crate::hooks::HookFuture;
@@ -75,35 +75,35 @@ fn carried(data: &str) -> Carried<'_> {
 /// Reads the object next in `walk` as a message: `Some(true)` when it is not
 /// an update or is one for one clear URI (pushed to `uris`).
 fn message<'a>(walk: &mut json::Walk<'a>, uris: &mut Vec<Cow<'a, str>>) -> Option<bool> {
-    // `params` once: the `uri` found in it (`Err` when not one readable `uri`).
-    let (mut method, mut params) = (Ok(None), Ok(None));
+    // `params` once: the `uri` found in it (ambiguous when its keys do not
+    // decode).
+    let (mut method, mut params) = (Found::Absent, Found::Absent);
     let (_, readable) = walk.members(|walk, key| {
         match &*key {
-            "method" => json::record(&mut method, walk.value()?),
+            "method" => method.record(walk.value()?),
             "params" => {
-                let mut uri = Ok(None);
+                let mut uri = Found::Absent;
                 if walk.at_object() {
                     let (_, keys_decode) = walk.members(|walk, key| {
                         match &*key {
-                            "uri" => json::record(&mut uri, walk.value()?),
+                            "uri" => uri.record(walk.value()?),
                             _ => walk.skip()?,
                         }
                         Some(())
                     })?;
-                    uri = uri.and_then(|uri| keys_decode.then_some(uri).ok_or(()));
+                    if !keys_decode {
+                        uri = Found::Ambiguous;
+                    }
                 } else {
                     walk.skip()?;
                 }
-                params = match params {
-                    Ok(None) => Ok(Some(uri)),
-                    _ => Err(()),
-                };
+                params.record(uri);
             }
             _ => walk.skip()?,
         }
         Some(())
     })?;
-    let Ok(method) = method else {
+    let Some(method) = method.unambiguous() else {
         // Two methods: either could be read.
         return Some(false);
     };
@@ -112,7 +112,7 @@ fn message<'a>(walk: &mut json::Walk<'a>, uris: &mut Vec<Cow<'a, str>>) -> Optio
         _ => return Some(readable),
     }
     match params {
-        Ok(Some(Ok(Some(uri)))) if readable => match json::string(uri) {
+        Found::One(Found::One(uri)) if readable => match json::string(uri) {
             Some(uri) => {
                 uris.push(uri);
                 Some(true)
