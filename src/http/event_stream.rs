@@ -78,6 +78,20 @@ pub(crate) fn emit_parsed(event: Event, out: &mut VecDeque<Bytes>) {
     }
 }
 
+/// Where an [`EventStream`] is.
+enum Phase {
+    /// Reading the body, its events parsed.
+    Parsing,
+    /// Reading the body, its bytes passed on as they come: the rule passes
+    /// the rest and no screen judges it.
+    Raw,
+    /// The body ended: the parser's complete events go first, then its
+    /// unterminated last block, if any.
+    Closing(Option<Bytes>),
+    /// Everything went out but the trailers.
+    Ended,
+}
+
 pin_project! {
     /// An SSE body filtered through an optional [`Screen`], then an [`EventRule`].
     pub(crate) struct EventStream<B, R, S> {
@@ -90,11 +104,7 @@ pin_project! {
         held: Option<Event>,
         out: VecDeque<Bytes>,
         trailers: Option<HeaderMap>,
-        // The body ended; what is left is in the parser and `tail`.
-        input_done: bool,
-        tail: Option<Bytes>,
-        ended: bool,
-        raw: bool,
+        phase: Phase,
     }
 }
 
@@ -115,10 +125,7 @@ impl<B, R, S> EventStream<B, R, S> {
             held: None,
             out: VecDeque::new(),
             trailers: None,
-            input_done: false,
-            tail: None,
-            ended: false,
-            raw: false,
+            phase: Phase::Parsing,
         }
     }
 }
@@ -141,13 +148,15 @@ where
             if let Some(chunk) = this.out.pop_front() {
                 return Poll::Ready(Some(Ok(Frame::data(chunk))));
             }
-            if *this.ended {
-                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
-            }
-            let event = match this.held.take() {
-                Some(event) => Some(event),
-                None if *this.raw => None,
-                None => this.parser.next_event(),
+            let event = match this.phase {
+                Phase::Ended => {
+                    return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+                }
+                // Unscreened: nothing is ever held.
+                Phase::Raw => None,
+                Phase::Parsing | Phase::Closing(_) => {
+                    this.held.take().or_else(|| this.parser.next_event())
+                }
             };
             if let Some(event) = event {
                 if let Some(screen) = this.screen.as_mut() {
@@ -160,41 +169,32 @@ where
                         Poll::Ready(true) => {}
                     }
                 }
-                if this.rule.passes_rest() {
-                    // Only a screened stream is still parsed here.
-                    emit_parsed(event, this.out);
-                    continue;
-                }
-                this.rule.on_event(event, this.out);
-                if this.rule.passes_rest() && this.screen.is_none() {
-                    *this.raw = true;
-                    while let Some(event) = this.parser.next_event() {
-                        this.out.push_back(event.raw);
-                    }
-                    let tail = this.parser.finish();
-                    while let Some(event) = this.parser.next_event() {
-                        this.out.push_back(event.raw);
-                    }
-                    this.out.extend(tail);
-                }
+                ruled(
+                    event,
+                    this.rule,
+                    this.screen.is_some(),
+                    this.parser,
+                    this.out,
+                    this.phase,
+                );
                 continue;
             }
-            if *this.input_done {
-                *this.ended = true;
-                if let Some(tail) = this.tail.take() {
-                    match (*this.raw, this.rule.passes_rest()) {
-                        (true, _) => this.out.push_back(tail),
+            if let Phase::Closing(tail) = this.phase {
+                let tail = tail.take();
+                *this.phase = Phase::Ended;
+                if let Some(tail) = tail {
+                    match this.rule.passes_rest() {
                         // Screened past the rule: the screen cannot judge
                         // what the SSE rules discard anyway.
-                        (false, true) => Verbatim.on_unterminated(tail, this.out),
-                        (false, false) => this.rule.on_unterminated(tail, this.out),
+                        true => Verbatim.on_unterminated(tail, this.out),
+                        false => this.rule.on_unterminated(tail, this.out),
                     }
                 }
                 continue;
             }
             match ready!(poll_bytes(this.body.as_mut(), cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(chunk) if *this.raw => {
+                    Ok(chunk) if matches!(this.phase, Phase::Raw) => {
                         if !chunk.is_empty() {
                             return Poll::Ready(Some(Ok(Frame::data(chunk))));
                         }
@@ -202,27 +202,66 @@ where
                     Ok(chunk) => this.parser.push(chunk),
                     Err(frame) => {
                         *this.trailers = frame.into_trailers().ok();
-                        end_input(this.parser, this.tail, this.input_done, *this.raw);
+                        end_input(this.parser, this.phase);
                     }
                 },
                 Some(Err(error)) => return Poll::Ready(Some(Err(error))),
-                None => end_input(this.parser, this.tail, this.input_done, *this.raw),
+                None => end_input(this.parser, this.phase),
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.out.is_empty() && self.trailers.is_none()
+        matches!(self.phase, Phase::Ended) && self.out.is_empty() && self.trailers.is_none()
     }
+}
+
+/// What goes out for an admitted `event`: the rule's say, or the event as
+/// parsed once the rule passes the rest of a screened stream. When the rule
+/// comes to pass the rest of an unscreened stream, what the parser holds
+/// goes out as it came, and so does the rest of the body.
+fn ruled<R: EventRule>(
+    event: Event,
+    rule: &mut R,
+    screened: bool,
+    parser: &mut Parser,
+    out: &mut VecDeque<Bytes>,
+    phase: &mut Phase,
+) {
+    if rule.passes_rest() {
+        // Only a screened stream is still parsed here.
+        emit_parsed(event, out);
+        return;
+    }
+    rule.on_event(event, out);
+    if !rule.passes_rest() || screened {
+        return;
+    }
+    while let Some(event) = parser.next_event() {
+        out.push_back(event.raw);
+    }
+    let tail = parser.finish();
+    while let Some(event) = parser.next_event() {
+        out.push_back(event.raw);
+    }
+    out.extend(tail);
+    *phase = match phase {
+        // The body had ended: its unterminated last block goes too.
+        Phase::Closing(tail) => {
+            out.extend(tail.take());
+            Phase::Ended
+        }
+        _ => Phase::Raw,
+    };
 }
 
 /// The body ended: the parser gives up its incomplete tail (its complete
 /// blocks stay to be taken first).
-fn end_input(parser: &mut Parser, tail: &mut Option<Bytes>, input_done: &mut bool, raw: bool) {
-    *input_done = true;
-    if !raw {
-        *tail = parser.finish();
-    }
+fn end_input(parser: &mut Parser, phase: &mut Phase) {
+    *phase = match phase {
+        Phase::Raw => Phase::Ended,
+        _ => Phase::Closing(parser.finish()),
+    };
 }
 
 #[cfg(test)]
