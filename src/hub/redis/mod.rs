@@ -1,0 +1,336 @@
+//! [`RedisBus`]: the hub's bus across instances on Redis pub/sub. The bus
+//! and the state its tasks share are here; its wire format is in `wire`,
+//! its connection task in `link`, and what it heard last, to deliver each
+//! message once, in `recent`. The delivery task hands what the connection
+//! task heard to the hub.
+
+mod link;
+mod recent;
+mod wire;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
+
+use self::link::Link;
+use self::wire::{channel_name, channels_of, Message};
+use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
+use crate::sync::lock;
+
+/// How long one send, subscription or ping may take.
+const TIMEOUT: Duration = Duration::from_millis(500);
+/// Most messages heard and not yet delivered.
+const QUEUE: usize = 1024;
+/// Most bytes of the messages heard and not yet delivered.
+const QUEUE_BYTES: usize = 4 * 1024 * 1024;
+
+/// A [`Bus`] on Redis pub/sub (feature `redis`), on redis-rs's
+/// connection manager over RESP3.
+///
+/// **Channels.** Every channel is named under the deployment's prefix by
+/// one injective encoding (URIs, owners and task ids may hold any byte;
+/// Base64url without padding has no `:`):
+///
+/// | what | channel |
+/// |---|---|
+/// | updates of a URI (and of the URIs below it) | `{prefix}:r:{base64url(uri)}` |
+/// | a list change | `{prefix}:l:tools`, `{prefix}:l:prompts`, `{prefix}:l:resources` |
+/// | a task's status | `{prefix}:t:{base64url(owner)}:{base64url(task id)}` |
+///
+/// An update of `file:///logs/today` is published on the channel of every
+/// URI that covers it by the sub-resource rule (`file:///logs/today`,
+/// `file:///logs/`, `file:///logs`, …), so an instance whose streams honour
+/// `file:///logs` hears it; an instance subscribes once per channel,
+/// however many of its streams listen there, and unsubscribes with the last.
+///
+/// **Messages** are JSON objects, so that any process can publish:
+///
+/// ```json
+/// {"v":1,"from":"<instance>","seq":7,"change":{"type":"resource_updated","uri":"file:///logs/today"}}
+/// {"v":1,"from":"<instance>","seq":8,"change":{"type":"list_changed","list":"tools"}}
+/// {"v":1,"from":"<instance>","seq":9,"change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}
+/// ```
+///
+/// `from` names the publishing instance, at most 64 bytes (its own
+/// messages are ignored: it delivered them already); `seq` numbers its
+/// messages, so that no two of them are the same bytes. A message that is
+/// not this, or longer than 64 KiB, is dropped and counted
+/// ([`RedisBus::dropped`]).
+///
+/// **Each message once.** A publication reaches an instance once per
+/// channel it listens on among the update's; the same bytes heard again
+/// among the last 4096 messages are one message, delivered once. Nothing
+/// else is deduplicated (never by the `from` and `seq` a message claims),
+/// so no message can stand in for another instance's next one. The bus
+/// remembers a hash of each (keyed at random per instance, so no sender can
+/// aim a collision), never the message: 96 KiB, allocated once.
+///
+/// **Deliveries** run in a task of their own, in the order heard, never in
+/// the connection's: a slow [`ResourceAccess`](crate::ResourceAccess) hook
+/// holds up the messages behind it, while the connection goes on reading,
+/// pinging and subscribing. Between the two, a queue holds at most 1024
+/// messages and 4 MiB of their bytes; a message heard while it is full is
+/// dropped (the newest, not the queued ones) and counted
+/// ([`RedisBus::overflowed`]), with one warning per episode, until one is
+/// queued again.
+///
+/// **Trust.** Any process that can publish on the prefix's channels can
+/// send any change they carry: the crate's `docs/security.md` says what
+/// it can and cannot do, and gives the Redis ACL user that holds the
+/// instances to the prefix (connect as it with
+/// `redis://user:password@host:port/`).
+///
+/// **Faults.** The bus connects in the background: an instance whose Redis
+/// is down keeps serving its requests and its own streams, logs the outage
+/// once, and retries with backoff (up to 5 s apart); once connected it
+/// subscribes to every channel its streams listen on, and a subscription
+/// that failed (a stream opened during an outage) is made again at the
+/// next second's ping until Redis confirms it. A publication while
+/// Redis is down returns [`BusError::Unavailable`]; every send is bounded
+/// in time.
+#[derive(Clone)]
+pub struct RedisBus {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    prefix: String,
+    instance: String,
+    seq: AtomicU64,
+    client: redis::Client,
+    commands: mpsc::UnboundedSender<Command>,
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
+    publisher: Mutex<Option<ConnectionManager>>,
+    /// The channels Redis confirmed this instance's subscription to.
+    subscribed: Mutex<HashSet<String>>,
+    /// Woken at every change of `subscribed`.
+    changed: tokio::sync::Notify,
+    up: AtomicBool,
+    dropped: AtomicU64,
+    overflowed: AtomicU64,
+    /// The bytes of the messages queued for delivery.
+    queued: AtomicUsize,
+    /// How this instance's own messages start.
+    echo: Vec<u8>,
+}
+
+enum Command {
+    Watch(String),
+    Unwatch(String),
+}
+
+/// Why a [`RedisBus`] could not be made.
+#[derive(Debug)]
+pub struct RedisBusError(redis::RedisError);
+
+impl std::fmt::Display for RedisBusError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid Redis URL: {}", self.0)
+    }
+}
+
+impl std::error::Error for RedisBusError {}
+
+impl RedisBus {
+    /// A bus on the Redis at `url` (`redis://host:port/db`), its channels
+    /// under `prefix` (one per deployment). It connects once the hub
+    /// starts it, in the background: this never waits for Redis.
+    pub fn new(url: &str, prefix: &str) -> Result<Self, RedisBusError> {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let client = redis::Client::open(format!("{url}{separator}protocol=resp3"))
+            .map_err(RedisBusError)?;
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let instance = instance_id();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                prefix: prefix.to_owned(),
+                echo: wire::echo(&instance),
+                instance,
+                seq: AtomicU64::new(0),
+                client,
+                commands,
+                receiver: Mutex::new(Some(receiver)),
+                publisher: Mutex::new(None),
+                subscribed: Mutex::new(HashSet::new()),
+                changed: tokio::sync::Notify::new(),
+                up: AtomicBool::new(false),
+                dropped: AtomicU64::new(0),
+                overflowed: AtomicU64::new(0),
+                queued: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// How many messages from Redis were dropped as malformed: not the
+    /// documented format, longer than 64 KiB, or naming an instance id
+    /// longer than 64 bytes.
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// How many messages from Redis were dropped because the delivery
+    /// queue was full (deliveries were behind, as under a slow
+    /// [`ResourceAccess`](crate::ResourceAccess) hook).
+    pub fn overflowed(&self) -> u64 {
+        self.inner.overflowed.load(Ordering::Relaxed)
+    }
+
+    /// Whether the bus is connected to Redis now.
+    pub fn is_connected(&self) -> bool {
+        self.inner.up.load(Ordering::Relaxed)
+    }
+
+    /// This instance's name in the messages it sends.
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+
+    /// The channel of `channel`, under this bus's prefix.
+    pub fn channel_name(&self, channel: Channel<'_>) -> String {
+        channel_name(&self.inner.prefix, channel)
+    }
+}
+
+/// An instance name unlikely to repeat: the process id and the clock.
+fn instance_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    format!("{:x}-{nanos:x}", std::process::id())
+}
+
+impl Inner {
+    /// Notes that `channel` is (or no longer is) subscribed.
+    fn mark(&self, channel: &str, on: bool) {
+        let mut subscribed = lock(&self.subscribed);
+        match on {
+            true => subscribed.insert(channel.to_owned()),
+            false => subscribed.remove(channel),
+        };
+        drop(subscribed);
+        self.changed.notify_waiters();
+    }
+
+    /// Forgets every subscription (the connection is gone).
+    fn forget(&self) {
+        lock(&self.subscribed).clear();
+        self.changed.notify_waiters();
+    }
+
+    /// Whether each of `names` is subscribed, or waiting is pointless.
+    fn settled(&self, names: &[String]) -> bool {
+        let subscribed = lock(&self.subscribed);
+        !self.up.load(Ordering::Relaxed) || names.iter().all(|name| subscribed.contains(name))
+    }
+
+    /// The change a message taken off the queue carries (see `parse`).
+    fn unqueue(&self, payload: Vec<u8>) -> Option<Change> {
+        let change = self.parse(&payload);
+        self.queued.fetch_sub(payload.len(), Ordering::AcqRel);
+        change
+    }
+
+    /// The change a message carries: none for this instance's own, nor
+    /// for a malformed one (counted).
+    fn parse(&self, payload: &[u8]) -> Option<Change> {
+        let Some(message) = Message::read(payload) else {
+            return self.malformed(payload.len());
+        };
+        if message.from() == self.instance {
+            return None;
+        }
+        let change = message.into_change();
+        change.or_else(|| self.malformed(payload.len()))
+    }
+
+    fn malformed(&self, bytes: usize) -> Option<Change> {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(bytes, "listen hub: a malformed Redis message was dropped");
+        None
+    }
+}
+
+impl Bus for RedisBus {
+    fn start(&self, inbox: Inbox) {
+        let Some(commands) = lock(&self.inner.receiver).take() else {
+            return;
+        };
+        let (queue, queued) = mpsc::channel(QUEUE);
+        tokio::spawn(deliver_queued(self.inner.clone(), queued, inbox));
+        tokio::spawn(Link::new(self.inner.clone(), commands, queue).run());
+    }
+
+    fn watch(&self, channel: Channel<'_>) {
+        let _ = self
+            .inner
+            .commands
+            .send(Command::Watch(self.channel_name(channel)));
+    }
+
+    fn unwatch(&self, channel: Channel<'_>) {
+        let _ = self
+            .inner
+            .commands
+            .send(Command::Unwatch(self.channel_name(channel)));
+    }
+
+    fn ready(&self, channels: &[Channel<'_>]) -> BusReady {
+        let inner = self.inner.clone();
+        let names: Vec<String> = channels.iter().map(|c| self.channel_name(*c)).collect();
+        Box::pin(async move {
+            let wait = async {
+                loop {
+                    let changed = inner.changed.notified();
+                    tokio::pin!(changed);
+                    changed.as_mut().enable();
+                    if inner.settled(&names) {
+                        return;
+                    }
+                    changed.await;
+                }
+            };
+            // A stream is not held back for long: past the bound it is
+            // acknowledged anyway (and its instance's own changes reach it).
+            let _ = tokio::time::timeout(TIMEOUT, wait).await;
+        })
+    }
+
+    fn publish(&self, change: &Change) -> BusFuture {
+        let inner = self.inner.clone();
+        let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
+        let message = Message::new(&inner.instance, seq, change);
+        let channels = channels_of(&inner.prefix, change);
+        Box::pin(async move {
+            let connection = lock(&inner.publisher).clone();
+            let Some(mut connection) = connection else {
+                return Err(BusError::Unavailable);
+            };
+            let payload =
+                serde_json::to_vec(&message).map_err(|e| BusError::Failed(e.to_string()))?;
+            let mut pipe = redis::pipe();
+            for channel in &channels {
+                pipe.cmd("PUBLISH").arg(channel).arg(&payload).ignore();
+            }
+            match tokio::time::timeout(TIMEOUT, pipe.query_async::<()>(&mut connection)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(error)) => Err(BusError::Failed(error.to_string())),
+                Err(_) => Err(BusError::Failed("timed out".to_owned())),
+            }
+        })
+    }
+}
+
+/// The delivery task: hands the queued messages to the hub one at a time,
+/// in the order heard. A slow delivery (a slow hook) holds up only the
+/// messages behind it, never the connection.
+async fn deliver_queued(inner: Arc<Inner>, mut queue: mpsc::Receiver<Vec<u8>>, inbox: Inbox) {
+    while let Some(payload) = queue.recv().await {
+        if let Some(change) = inner.unqueue(payload) {
+            inbox.deliver(change).await;
+        }
+    }
+}
