@@ -10,6 +10,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 use serde_json::{Map, Value};
+use tokio::time::Instant;
 
 use super::bus::{heard, BusReady, Channel};
 use super::{Change, ListChanged, Shared};
@@ -32,6 +33,9 @@ struct Notice {
     list: Option<ListChanged>,
     /// `data: ` and the message up to the subscription id.
     head: Box<str>,
+    /// When it was written (once for every stream it is queued on): a
+    /// stream sent it no earlier.
+    at: Instant,
 }
 
 /// The room a stream's event buffer is given (see [`Item::event`]).
@@ -107,12 +111,18 @@ impl Item {
             change: change.clone(),
             list,
             head: head.into(),
+            at: Instant::now(),
         }))
     }
 
     /// The list that changed, for a list change (they coalesce).
     fn list(&self) -> Option<ListChanged> {
         self.0.list
+    }
+
+    /// When it was written.
+    fn at(&self) -> Instant {
+        self.0.at
     }
 
     /// The event with a stream's [`tag`], written into `buffer`: once the
@@ -282,14 +292,15 @@ pub(crate) struct ListenStream {
     finished: Option<&'static str>,
     keep_alive: Pin<Box<tokio::time::Sleep>>,
     period: Duration,
+    /// No later than the last event was sent: when the keep-alive timer
+    /// fires less than a period after it, it is armed again for a period
+    /// after it instead of sending a comment (no timer is touched, and the
+    /// clock is not read, per event).
+    sent: Instant,
     /// What the stream writes after each item's head (see [`tag`]).
     tag: Box<[u8]>,
     /// Where events are written (see [`Item::event`]).
     buffer: BytesMut,
-    /// Something was sent since the keep-alive timer was last armed: when
-    /// it fires, it is armed again instead of sending a comment (no timer
-    /// is touched per event).
-    busy: bool,
 }
 
 impl ListenStream {
@@ -300,6 +311,7 @@ impl ListenStream {
         filter: HonouredFilter,
     ) -> Self {
         let period = shared.config.keep_alive;
+        let opened = Instant::now();
         let ready = id.map(|_| {
             let channels: Vec<Channel<'_>> = heard(filter.topics()).collect();
             shared.bus.ready(&channels)
@@ -314,11 +326,11 @@ impl ListenStream {
             ready: Mutex::new(ready),
             acknowledged: false,
             finished: None,
-            keep_alive: Box::pin(tokio::time::sleep(period)),
+            keep_alive: Box::pin(tokio::time::sleep_until(opened + period)),
             period,
+            sent: opened,
             tag,
             buffer: BytesMut::new(),
-            busy: false,
         }
     }
 
@@ -327,9 +339,8 @@ impl ListenStream {
         &self.filter
     }
 
-    /// `data` as an event (JSON text, one line), counted as activity.
+    /// `data` as an event (JSON text, one line).
     fn event(&mut self, data: &str) -> Bytes {
-        self.busy = true;
         EventFields {
             data,
             ..Default::default()
@@ -382,15 +393,14 @@ impl Body for ListenStream {
         if !this.acknowledged {
             this.acknowledged = true;
             let ack = acknowledgment(&this.filter, this.filter.ack().get());
-            let event = this.event(&ack);
             // The timer was armed as the stream opened, with its ack.
-            this.busy = false;
+            let event = this.event(&ack);
             return Poll::Ready(Some(Ok(Frame::data(event))));
         }
         loop {
             let data = match this.queue.poll_next(cx) {
                 Next::Item(item) => {
-                    this.busy = true;
+                    this.sent = item.at();
                     let event = item.event(&this.tag, &mut this.buffer);
                     return Poll::Ready(Some(Ok(Frame::data(event))));
                 }
@@ -408,12 +418,15 @@ impl Body for ListenStream {
                     if this.keep_alive.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    let deadline = tokio::time::Instant::now() + this.period;
-                    this.keep_alive.as_mut().reset(deadline);
-                    if std::mem::take(&mut this.busy) {
-                        // Not idle for a whole period yet.
+                    let now = Instant::now();
+                    let due = this.sent + this.period;
+                    if due > now {
+                        // Not silent for a whole period yet.
+                        this.keep_alive.as_mut().reset(due);
                         continue;
                     }
+                    this.sent = now;
+                    this.keep_alive.as_mut().reset(now + this.period);
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                         b": keep-alive\n\n",
                     )))));

@@ -369,6 +369,30 @@ async fn an_idle_stream_sends_keep_alives() {
     );
 }
 
+/// Silence lasts at most the configured interval: after events at 10 s and
+/// 20 s into the period, the next keep-alive comes 15 s after the last one,
+/// not at the timer's next whole period.
+#[tokio::test(start_paused = true)]
+async fn a_keep_alive_comes_one_interval_after_the_last_event() {
+    let stack = Stack::new(|b| b.keep_alive(Duration::from_secs(15)));
+    let mut alice = stack
+        .listen(Some("alice-token"), 1, json!({"toolsListChanged": true}))
+        .await;
+    alice.message().await;
+    let start = tokio::time::Instant::now();
+    for at in [10, 20] {
+        tokio::time::sleep_until(start + Duration::from_secs(at)).await;
+        let published = stack.hub.publisher().list_changed(ListChanged::Tools).await;
+        assert_eq!(published.streams, 1);
+        alice.message().await;
+    }
+    assert_eq!(alice.next().await.as_deref(), Some(": keep-alive\n\n"));
+    assert_eq!(start.elapsed(), Duration::from_secs(35));
+    // And then one every interval while it stays idle.
+    assert_eq!(alice.next().await.as_deref(), Some(": keep-alive\n\n"));
+    assert_eq!(start.elapsed(), Duration::from_secs(50));
+}
+
 #[tokio::test(start_paused = true)]
 async fn admission_caps_streams_per_caller_and_in_all() {
     let stack = Stack::new(|b| b.max_streams(3).max_streams_per_caller(2));
