@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::stream::{Item, Pushed};
 use super::{Change, Shared};
 use crate::access::Decisions;
+use crate::sync::lock;
 use crate::Principal;
 
 /// Delivers `change` to this instance's streams; how many it was queued on.
@@ -34,10 +35,12 @@ fn queue(
     change: &Change,
     mut readers: Option<&mut Readers<'_>>,
 ) -> Result<usize, Vec<Option<Principal>>> {
-    // Locks, in the order taken: the registry's, then under it the
-    // decision cache's (`decide`) and each stream's queue (`push`, which
-    // wakes the stream), one at a time. Neither of those is ever held while
-    // the registry's is taken.
+    // Locks, in the order taken: the registry's, then under it, one at a
+    // time, the decision cache's (`decide`), the wakers' (to take their
+    // list) and each stream's queue (`push`, which hands over the stream's
+    // waker); once the registry's is released, the wakers' again, alone (to
+    // give the list back). None of those is ever held while the registry's
+    // is taken, and the streams are woken under no lock.
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
@@ -66,8 +69,9 @@ fn queue(
     let item = Item::of(change);
     let mut queued = 0;
     let mut lagged = Vec::new();
+    let mut wakers = std::mem::take(&mut *lock(&shared.wakers));
     for (id, stream) in heard.into_iter().flatten() {
-        match stream.push(&item, shared.config.backlog) {
+        match stream.push(&item, shared.config.backlog, &mut wakers) {
             Pushed::Queued => queued += 1,
             Pushed::Ended => {}
             // A stream that falls behind leaves the registry at once.
@@ -78,6 +82,9 @@ fn queue(
     for id in lagged {
         registry.close(id, &*shared.bus);
     }
+    drop(registry);
+    wakers.wake();
+    *lock(&shared.wakers) = wakers;
     Ok(queued)
 }
 

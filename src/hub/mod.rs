@@ -73,7 +73,7 @@ pub use self::stream::Watch;
 use self::bus::SharedBus;
 use self::delivery::deliver;
 use self::registry::{Admission, Opener, Registry};
-use self::stream::{End, Queue};
+use self::stream::{End, Queue, Wakers};
 pub use crate::ListChanged;
 use crate::{Principal, ServerProfile, Topic};
 
@@ -121,6 +121,8 @@ pub(crate) struct Shared {
     config: Config,
     key: Option<AdmissionKey>,
     registry: Mutex<Registry>,
+    /// The list of wakers a delivery fills, kept for the next one.
+    wakers: Mutex<Wakers>,
     bus: SharedBus,
 }
 
@@ -209,6 +211,7 @@ impl ListenHubBuilder {
             config: self.config,
             key: self.key,
             registry: Mutex::new(Registry::default()),
+            wakers: Mutex::default(),
             bus: self.bus,
         });
         shared.bus.start(Inbox {
@@ -254,7 +257,9 @@ impl ListenHub {
     /// Ends every open stream with the listen's own successful response;
     /// listens after it are acknowledged and ended the same way.
     pub fn shutdown(&self) {
-        let streams = self.shared.registry().shut();
+        let mut wakers = Wakers::default();
+        let streams = self.shared.registry().shut(&mut wakers);
+        wakers.wake();
         tracing::info!(streams, "listen hub: shutting down, every stream ends");
     }
 

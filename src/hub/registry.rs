@@ -6,7 +6,7 @@ use std::collections::{hash_map, HashMap};
 use std::sync::Arc;
 
 use super::bus::{heard, Bus, Change, Channel};
-use super::stream::{End, Queue};
+use super::stream::{End, Queue, Wakers};
 use super::Config;
 use crate::filter::stream::coverers;
 use crate::{HonouredFilter, Principal, Topic};
@@ -287,12 +287,12 @@ impl Registry {
     }
 
     /// Ends every stream gracefully, and every later one at once; how many
-    /// were open.
-    pub(super) fn shut(&mut self) -> usize {
+    /// were open. Their wakers go to `wakers`.
+    pub(super) fn shut(&mut self, wakers: &mut Wakers) -> usize {
         self.closed = true;
         let open = self.len();
         for entry in self.streams.values() {
-            entry.queue.end(End::Shutdown);
+            entry.queue.end(End::Shutdown, wakers);
         }
         open
     }

@@ -207,8 +207,9 @@ impl Queue {
         crate::sync::lock(&self.state)
     }
 
-    /// Queues `item`, within `backlog` events.
-    pub(crate) fn push(&self, item: &Item, backlog: usize) -> Pushed {
+    /// Queues `item`, within `backlog` events; the stream's waker goes to
+    /// `wakers`.
+    pub(crate) fn push(&self, item: &Item, backlog: usize, wakers: &mut Wakers) -> Pushed {
         let mut state = self.state();
         if state.end.is_some() {
             return Pushed::Ended;
@@ -221,30 +222,31 @@ impl Queue {
         if state.items.len() >= backlog {
             state.items.clear();
             state.end = Some(End::Lagged { backlog });
-            wake(&mut state);
+            wakers.take(&mut state);
             return Pushed::Lagged;
         }
         if let Some(list) = item.list() {
             state.pending[list.index()] = true;
         }
         state.items.push_back(item.clone());
-        wake(&mut state);
+        wakers.take(&mut state);
         Pushed::Queued
     }
 
-    /// Ends the stream after what is queued (at shutdown).
-    pub(crate) fn end(&self, end: End) {
+    /// Ends the stream after what is queued (at shutdown); the stream's
+    /// waker goes to `wakers`.
+    pub(crate) fn end(&self, end: End, wakers: &mut Wakers) {
         let mut state = self.state();
         if state.end.is_none() {
             state.end = Some(end);
-            wake(&mut state);
+            wakers.take(&mut state);
         }
     }
 
     /// A queue that has ended already (it has no waker yet).
     pub(crate) fn ended(end: End) -> Arc<Self> {
         let queue = Arc::new(Queue::default());
-        queue.end(end);
+        queue.end(end, &mut Wakers::default());
         queue
     }
 
@@ -268,9 +270,25 @@ impl Queue {
     }
 }
 
-fn wake(state: &mut State) {
-    if let Some(waker) = state.waker.take() {
-        waker.wake();
+/// The wakers of the streams given something to send under the registry's
+/// lock, woken once it is released: a woken stream never waits on a lock
+/// its waker held. The list keeps its room from one delivery to the next.
+#[derive(Default)]
+pub(crate) struct Wakers(Vec<Waker>);
+
+impl Wakers {
+    /// Takes the waker of a stream whose queue's lock is held.
+    fn take(&mut self, state: &mut State) {
+        if let Some(waker) = state.waker.take() {
+            self.0.push(waker);
+        }
+    }
+
+    /// Wakes every stream taken; the list is left empty.
+    pub(crate) fn wake(&mut self) {
+        for waker in self.0.drain(..) {
+            waker.wake();
+        }
     }
 }
 

@@ -755,6 +755,42 @@ async fn a_decision_holds_for_the_whole_delivery() {
     assert_eq!(bob.next().await, update);
 }
 
+/// A waker that records whether the registry's lock was free when it woke.
+struct Probe {
+    shared: Arc<super::Shared>,
+    woken: Mutex<Vec<bool>>,
+}
+
+impl std::task::Wake for Probe {
+    fn wake(self: Arc<Self>) {
+        let free = self.shared.registry.try_lock().is_ok();
+        self.woken.lock().unwrap().push(free);
+    }
+}
+
+/// Streams are woken once the registry's lock is released, after a
+/// delivery and at shutdown: a woken stream never waits on it.
+#[tokio::test]
+async fn streams_are_woken_after_the_registry_lock_is_released() {
+    use std::task::{Context, Poll, Waker};
+    let hub = ListenHub::new(ServerProfile::builder().build().unwrap());
+    let mut watch = hub.watch(None, [crate::Topic::List(ListChanged::Tools)]);
+    let probe = Arc::new(Probe {
+        shared: hub.shared.clone(),
+        woken: Mutex::new(Vec::new()),
+    });
+    let waker = Waker::from(probe.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert!(watch.poll_next(&mut cx).is_pending());
+    let published = hub.publisher().list_changed(ListChanged::Tools).await;
+    assert_eq!(published.streams, 1);
+    assert_eq!(*probe.woken.lock().unwrap(), [true]);
+    assert!(matches!(watch.poll_next(&mut cx), Poll::Ready(Some(_))));
+    assert!(watch.poll_next(&mut cx).is_pending());
+    hub.shutdown();
+    assert_eq!(*probe.woken.lock().unwrap(), [true, true]);
+}
+
 // ---------------------------------------------------------------------------
 // The hub's mark spares the guard only the hub's own body.
 // ---------------------------------------------------------------------------
