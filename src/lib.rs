@@ -61,6 +61,8 @@ mod macros;
 mod profile;
 mod rejection;
 mod sync;
+#[cfg(test)]
+mod testing;
 
 pub use self::advertise::Era;
 pub use self::capabilities::{Capabilities, CapabilitiesLayer};

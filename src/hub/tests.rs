@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{ListChanged, ListenHub, ListenHubBuilder};
+use crate::testing::authenticate;
 use crate::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
 
 const PUBLIC: &str = "demo://public";
@@ -112,22 +113,6 @@ impl Stack {
         );
         Stream(response.into_body())
     }
-}
-
-fn authenticate<B>(mut request: Request<B>) -> Request<B> {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let name = match token {
-        Some("Bearer alice-token") => Some("alice"),
-        Some("Bearer bob-token") => Some("bob"),
-        _ => None,
-    };
-    if let Some(name) = name {
-        request.extensions_mut().insert(Principal::new(name));
-    }
-    request
 }
 
 fn listen(token: Option<&str>, id: u32, notifications: Value) -> Request<Full<Bytes>> {

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{ListenFilter, ListenFilterLayer, ResponseBody, ResponseFuture};
+use crate::testing::authenticate;
 use crate::{
     HonouredFilter, Kind, ListChanged, ListenError, Principal, Rejection, RequestBody,
     ServerProfile, ServerProfileBuilder, Topic, UnreadableUris,
@@ -88,23 +89,6 @@ fn profile() -> ServerProfile {
 
 fn layer() -> ListenFilterLayer {
     ListenFilterLayer::new(profile())
-}
-
-/// The auth layer in front: a bearer token names the principal.
-fn authenticate(mut request: Request<Body>) -> Request<Body> {
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let name = match token {
-        Some("Bearer alice-token") => Some("alice"),
-        Some("Bearer bob-token") => Some("bob"),
-        _ => None,
-    };
-    if let Some(name) = name {
-        request.extensions_mut().insert(Principal::new(name));
-    }
-    request
 }
 
 // ---------------------------------------------------------------------------
