@@ -76,6 +76,7 @@ impl<B: Body> Body for RequestBody<B> {
     type Data = Bytes;
     type Error = B::Error;
 
+    #[inline]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

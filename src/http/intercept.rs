@@ -145,6 +145,7 @@ pub(crate) struct Settings {
 impl Settings {
     /// The settings of two layers in one: both interests, the lower
     /// limits, and the further scan.
+    #[inline]
     fn and(self, other: Self) -> Self {
         Self {
             interest: self.interest.and(other.interest),
@@ -254,8 +255,8 @@ where
             // registers the real waker when the future polls it.
             let mut cx = Context::from_waker(Waker::noop());
             if let Poll::Ready(classified) = peek.poll_classify(&mut cx) {
-                let decision = decide(rules, &head, &classified, &peek, &parts);
-                return match next(rules, decision, &classified, peek, parts) {
+                let decision = decide(rules, &settings, &head, &classified, &peek, &parts);
+                return match next(&settings, decision, &classified, peek, parts) {
                     Next::Call(request, take) => ResponseFuture::Calling {
                         future: inner.call(request),
                         take,
@@ -327,6 +328,7 @@ pub(crate) struct Whole<R: Rules, B: Body> {
 /// then the layer's own rules.
 fn decide<R: Rules, B: Body>(
     rules: &R,
+    settings: &Settings,
     head: &Head,
     classified: &Classified,
     peek: &Peek<B>,
@@ -337,7 +339,7 @@ fn decide<R: Rules, B: Body>(
     }
     // A repeated or undecodable `Mcp-Method` could name what the layer
     // intercepts to a server that reads it otherwise.
-    if head.unclear(rules.settings().interest) {
+    if head.unclear(settings.interest) {
         return Decision::Refuse(Rejection::HeaderMismatch);
     }
     rules.decide(head, classified, peek, parts)
@@ -345,7 +347,7 @@ fn decide<R: Rules, B: Body>(
 
 /// Where `decision` leads.
 fn next<R: Rules, B: Body>(
-    rules: &R,
+    settings: &Settings,
     decision: Decision<R>,
     classified: &Classified,
     peek: Peek<B>,
@@ -354,7 +356,7 @@ fn next<R: Rules, B: Body>(
     let (then, limit) = match decision {
         // A batch could hold what the layer intercepts: it is read whole to see.
         Decision::Pass if classified.shape == Shape::Decided(Outcome::Batch) => {
-            (Then::Batch, rules.settings().limits.method)
+            (Then::Batch, settings.limits.method)
         }
         Decision::Pass => return Next::Call(Request::from_parts(parts, peek.into_body()), None),
         Decision::Take(take) => {
@@ -368,7 +370,7 @@ fn next<R: Rules, B: Body>(
         // Read what fits, for the id.
         Decision::Refuse(rejection) => (
             Then::Refuse(rejection),
-            rules.settings().limits.for_first(classified.first),
+            settings.limits.for_first(classified.first),
         ),
     };
     Next::Read(Whole {
@@ -525,13 +527,6 @@ fn screened<B: Body, E, Sc>(
     }
 }
 
-/// What a state's step leads to: the next state, already in place, or the
-/// future's output.
-enum Step<T> {
-    Next,
-    Done(T),
-}
-
 // The answer's body is `'static` (as hyper and axum ask of every body)
 // so that a rule may test its type.
 impl<R, S, ReqBody, ResBody> Future for ResponseFuture<R, S, ReqBody, ResBody>
@@ -543,24 +538,23 @@ where
 {
     type Output = Output<R, ResBody, S::Error>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        loop {
-            let step = match &*self {
-                Self::Peeking { .. } => ready!(self.as_mut().peeking(cx)),
-                Self::Reading { .. } => ready!(self.as_mut().reading(cx)),
-                Self::Preparing { .. } => ready!(self.as_mut().preparing(cx)),
-                Self::Calling { .. } => ready!(self.as_mut().calling(cx)),
-                Self::Rewriting { .. } => ready!(self.as_mut().rewriting(cx)),
-                Self::Refused { .. } => self.as_mut().refusing(),
-                Self::Done => panic!("ResponseFuture polled after completion"),
-            };
-            if let Step::Done(output) = step {
-                return Poll::Ready(output);
-            }
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &*self {
+            Self::Peeking { .. } => self.peeking(cx),
+            Self::Reading { .. } => self.reading(cx),
+            Self::Preparing { .. } => self.preparing(cx),
+            Self::Calling { .. } => self.calling(cx),
+            Self::Rewriting { .. } => self.rewriting(cx),
+            Self::Refused { .. } => Poll::Ready(self.refusing()),
+            Self::Done => panic!("ResponseFuture polled after completion"),
         }
     }
 }
 
+/// One function per state, as hyper's `ChunkedState::step` and its
+/// `read_*`: each polls what its state waits on and, once that is ready,
+/// puts the next state in place and polls it at once. The states follow one
+/// order (peeking, reading, preparing, calling, rewriting), so the chain ends.
 impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
 where
     R: Rules,
@@ -570,7 +564,10 @@ where
 {
     /// Peeking: once the method is known, the rules decide whether the
     /// request is called at once or read whole first.
-    fn peeking(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+    fn peeking(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Peeking {
             peek,
             head,
@@ -582,7 +579,8 @@ where
             unreachable!("the future is peeking")
         };
         let classified = ready!(peek.poll_classify(cx));
-        let decision = decide(rules, head, &classified, peek, parts);
+        let settings = rules.settings();
+        let decision = decide(rules, &settings, head, &classified, peek, parts);
         let StateOwn::Peeking {
             peek,
             parts,
@@ -594,23 +592,29 @@ where
         else {
             unreachable!("the future was peeking")
         };
-        match next(&rules, decision, &classified, peek, parts) {
-            Next::Call(request, take) => self.call(service, request, take, screen),
+        match next(&settings, decision, &classified, peek, parts) {
+            Next::Call(request, take) => {
+                self.as_mut().call(service, request, take, screen);
+                self.calling(cx)
+            }
             Next::Read(read) => {
-                self.project_replace(Self::Reading {
+                self.as_mut().project_replace(Self::Reading {
                     read,
                     service,
                     rules,
                     screen,
                 });
+                self.reading(cx)
             }
         }
-        Poll::Ready(Step::Next)
     }
 
     /// Reading the body whole: then the rules prepare the request, or a
     /// batch is looked into, or the request is refused.
-    fn reading(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+    fn reading(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Reading { read, .. } = self.as_mut().project() else {
             unreachable!("the future is reading")
         };
@@ -631,7 +635,7 @@ where
             limit,
         } = read;
         let refuse = |rejection, id: Option<Box<RawValue>>| {
-            Poll::Ready(Step::Done(Ok(refused(rejection, id.as_deref()))))
+            Poll::Ready(Ok(refused(rejection, id.as_deref())))
         };
         let whole = match (then, done) {
             (Then::Refuse(rejection), read) => {
@@ -648,8 +652,8 @@ where
                 return match batch_names(&peek.buffered(), rules.settings().interest) {
                     Ok(None) => {
                         let request = Request::from_parts(parts, peek.into_body());
-                        self.call(service, request, None, screen);
-                        Poll::Ready(Step::Next)
+                        self.as_mut().call(service, request, None, screen);
+                        self.calling(cx)
                     }
                     Ok(Some(method)) => refuse(Rejection::InvalidRequest(in_batch(method)), None),
                     Err(()) => refuse(Rejection::Parse, None),
@@ -658,17 +662,20 @@ where
             (Then::Whole(whole), Ok(())) => whole,
         };
         let future = rules.whole(whole, parts, peek.buffered(), |take| take);
-        self.project_replace(Self::Preparing {
+        self.as_mut().project_replace(Self::Preparing {
             future,
             service,
             screen,
         });
-        Poll::Ready(Step::Next)
+        self.preparing(cx)
     }
 
     /// Preparing: the rules' work on the body read whole (a hook, say); the
     /// request goes on rewritten, or is refused.
-    fn preparing(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+    fn preparing(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Preparing { future, .. } = self.as_mut().project() else {
             unreachable!("the future is preparing")
         };
@@ -686,16 +693,19 @@ where
                     .insert(header::CONTENT_LENGTH, body.len().into());
                 parts.headers.remove(header::TRANSFER_ENCODING);
                 let request = Request::from_parts(parts, RequestBody::full(body));
-                self.call(service, request, Some(take), screen);
-                Poll::Ready(Step::Next)
+                self.as_mut().call(service, request, Some(take), screen);
+                self.calling(cx)
             }
-            Err((rejection, id)) => Poll::Ready(Step::Done(Ok(refused(rejection, id.as_deref())))),
+            Err((rejection, id)) => Poll::Ready(Ok(refused(rejection, id.as_deref()))),
         }
     }
 
     /// Calling the inner service: its answer passes (screened), is vouched
     /// for, or is ruled as a stream or read whole by the take's rule.
-    fn calling(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+    fn calling(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Calling {
             future,
             take,
@@ -708,7 +718,7 @@ where
             Ok(response) => response,
             Err(error) => {
                 self.finish();
-                return Poll::Ready(Step::Done(Err(error)));
+                return Poll::Ready(Err(error));
             }
         };
         let screen = screen
@@ -716,36 +726,39 @@ where
             .filter(|_| take.as_ref().is_none_or(Take::screens));
         let Some(rule) = take.take().and_then(Take::into_answer) else {
             self.finish();
-            return Poll::Ready(Step::Done(Ok(screened(response, screen))));
+            return Poll::Ready(Ok(screened(response, screen)));
         };
         let (mut parts, body) = response.into_parts();
         if rule.vouched(&parts, &body) {
             self.finish();
             let body = Reply::PassThrough { body };
-            return Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))));
+            return Poll::Ready(Ok(Response::from_parts(parts, body)));
         }
         if is_encoded(&parts.headers) {
             self.finish();
             let reason = "the answer is compressed: compression belongs outside the layer";
-            return Poll::Ready(Step::Done(Ok(replacement(reason, rule.id()))));
+            return Poll::Ready(Ok(replacement(reason, rule.id())));
         }
         if !is_event_stream(&parts.headers) {
             // JSON, any other type or none: a lenient client reads any body.
-            self.project_replace(Self::Rewriting {
+            self.as_mut().project_replace(Self::Rewriting {
                 read: Box::pin(Rewind::new(body)),
                 parts,
                 json: rule,
             });
-            return Poll::Ready(Step::Next);
+            return self.rewriting(cx);
         }
         parts.headers.remove(header::CONTENT_LENGTH);
         self.finish();
         let body = Reply::events(body, rule.into_events(), screen);
-        Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))))
+        Poll::Ready(Ok(Response::from_parts(parts, body)))
     }
 
     /// Rewriting an answer read whole, or replacing it.
-    fn rewriting(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollStep<R, ResBody, S::Error> {
+    fn rewriting(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Rewriting { read, json, .. } = self.as_mut().project() else {
             unreachable!("the future is rewriting")
         };
@@ -775,23 +788,20 @@ where
             }
             Rewritten::Kept => Reply::rewound(read),
             Rewritten::Replaced(reason) => {
-                return Poll::Ready(Step::Done(Ok(replacement(reason, json.id()))));
+                return Poll::Ready(Ok(replacement(reason, json.id())));
             }
         };
-        Poll::Ready(Step::Done(Ok(Response::from_parts(parts, body))))
+        Poll::Ready(Ok(Response::from_parts(parts, body)))
     }
 
     /// Refused from the head alone.
-    fn refusing(self: Pin<&mut Self>) -> Step<Output<R, ResBody, S::Error>> {
+    fn refusing(self: Pin<&mut Self>) -> Output<R, ResBody, S::Error> {
         let StateOwn::Refused { rejection } = self.finish() else {
             unreachable!("the future was refused")
         };
-        Step::Done(Ok(refused(rejection, None)))
+        Ok(refused(rejection, None))
     }
 }
-
-/// A state's step, once it can be made.
-type PollStep<R, ResBody, E> = Poll<Step<Output<R, ResBody, E>>>;
 
 /// Two layers' rules in one: the first is the outer layer of the two
 /// stacked. Their interests must not overlap, so a request is taken by one
