@@ -340,6 +340,7 @@ impl<'a> Read<'a> {
     }
 
     /// Reads the `result` object next in `walk`.
+    #[inline]
     fn result(&mut self, text: &'a str, walk: &mut json::Walk<'a>, private: bool) -> Option<()> {
         let mut place = ResultPlace {
             first: self.places.len(),

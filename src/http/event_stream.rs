@@ -220,6 +220,7 @@ where
 /// parsed once the rule passes the rest of a screened stream. When the rule
 /// comes to pass the rest of an unscreened stream, what the parser holds
 /// goes out as it came, and so does the rest of the body.
+#[inline]
 fn ruled<R: EventRule>(
     event: Event,
     rule: &mut R,
