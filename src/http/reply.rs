@@ -28,8 +28,10 @@ pin_project! {
             #[pin]
             body: B,
         },
+        // What the layer wrote, then the trailers the inner's body ended with.
         Full {
             body: Once,
+            trailers: Option<Box<HeaderMap>>,
         },
         Rewound {
             body: Pin<Box<Rewind<B>>>,
@@ -47,7 +49,8 @@ impl<B: Body, E, S> Reply<B, E, S> {
     /// A body the layer wrote, with the trailers the inner's body ended with.
     pub(crate) fn full(data: Bytes, trailers: Option<HeaderMap>) -> Self {
         Self::Full {
-            body: Once::with_trailers(data, trailers),
+            body: Once::new(data),
+            trailers: trailers.map(Box::new),
         }
     }
 
@@ -99,7 +102,11 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project() {
             ReplyProj::PassThrough { body } => poll_bytes(body, cx),
-            ReplyProj::Full { body } => Poll::Ready(body.next_frame().map(Ok)),
+            ReplyProj::Full { body, trailers } => Poll::Ready(
+                body.next_frame()
+                    .or_else(|| trailers.take().map(|trailers| Frame::trailers(*trailers)))
+                    .map(Ok),
+            ),
             ReplyProj::Rewound { body } => body.as_mut().poll_frame(cx),
             ReplyProj::Events { body } => body.as_mut().poll_frame(cx),
             ReplyProj::Screened { body } => body.as_mut().poll_frame(cx),
@@ -109,7 +116,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::PassThrough { body } => body.is_end_stream(),
-            Self::Full { body } => body.is_end_stream(),
+            Self::Full { body, trailers } => body.is_end_stream() && trailers.is_none(),
             Self::Rewound { body } => body.is_end_stream(),
             Self::Events { body } => body.is_end_stream(),
             Self::Screened { body } => body.is_end_stream(),
@@ -119,7 +126,7 @@ impl<B: Body, E: EventRule, S: Screen> Body for Reply<B, E, S> {
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::PassThrough { body } => body.size_hint(),
-            Self::Full { body } => body.size_hint(),
+            Self::Full { body, .. } => body.size_hint(),
             Self::Rewound { body } => body.size_hint(),
             Self::Events { .. } | Self::Screened { .. } => SizeHint::default(),
         }

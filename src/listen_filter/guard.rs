@@ -238,6 +238,7 @@ enum Reduction {
 
 impl<'a> Message<'a> {
     /// `None` when `data` is not one JSON object with readable keys.
+    #[inline]
     fn read(data: &'a str) -> Option<Self> {
         let mut message = Message {
             method: Found::Absent,
