@@ -1,7 +1,9 @@
 use tower_layer::Layer;
 
+use super::service::INTEREST;
 use super::Capabilities;
-use crate::http::peek::{PeekLimits, Scan};
+use crate::http::intercept::Settings;
+use crate::http::peek::Scan;
 use crate::ServerProfile;
 
 /// Layer that applies [`Capabilities`], which fills in the `capabilities` of
@@ -10,17 +12,15 @@ use crate::ServerProfile;
 pub struct CapabilitiesLayer {
     pub(super) profile: ServerProfile,
     // Read on every request: kept at hand.
-    pub(super) limits: PeekLimits,
-    pub(super) scan: Scan,
+    pub(super) settings: Settings,
 }
 
 impl CapabilitiesLayer {
     /// Creates a layer that advertises what `profile` offers.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            limits: profile.limits().peek(),
+            settings: Settings::new(INTEREST, profile.limits().peek()),
             profile,
-            scan: Scan::Watching,
         }
     }
 
@@ -34,7 +34,7 @@ impl CapabilitiesLayer {
     /// Switch it off only when the inner service itself rejects a request
     /// with duplicate `method` members.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
-        self.scan = Scan::watching(scan);
+        self.settings.scan = Scan::watching(scan);
         self
     }
 }

@@ -86,7 +86,7 @@ where
 }
 
 /// `initialize` and `server/discover`.
-const INTEREST: Interest = Interest::of(&[Method::Initialize, Method::Discover]);
+pub(super) const INTEREST: Interest = Interest::of(&[Method::Initialize, Method::Discover]);
 
 fn era_of(method: Method) -> Option<Era> {
     match method {
@@ -105,16 +105,12 @@ impl Rules for CapabilitiesLayer {
     type Screen = Unscreened;
 
     fn settings(&self) -> Settings {
-        Settings {
-            interest: INTEREST,
-            limits: self.limits,
-            scan: self.scan,
-        }
+        self.settings
     }
 
     fn check_head(&self, head: &Head) -> Result<(), Rejection> {
         // Never fail open: an intercepted request too long to read is refused.
-        let limit = self.limits.for_first(head.named);
+        let limit = self.settings.limits.for_first(head.named);
         if head.named.is_some_and(Method::is_intercepted) && head.longer_than(limit) {
             return Err(Rejection::BodyTooLarge { limit });
         }
@@ -135,7 +131,7 @@ impl Rules for CapabilitiesLayer {
         if classified.shape == Shape::TooLarge && classified.first != Some(Method::Other) {
             // Never fail open: past the limit an `initialize` could hide, and
             // an oversized one is refused, not passed on unrewritten.
-            let limit = self.limits.for_first(classified.first);
+            let limit = self.settings.limits.for_first(classified.first);
             return Decision::Refuse(Rejection::BodyTooLarge { limit });
         }
         let Some(era) = method.and_then(era_of) else {

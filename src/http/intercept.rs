@@ -143,6 +143,16 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// A layer's settings: what it intercepts, and the peek's limits; the
+    /// peek watches every other body (see [`Scan::Watching`]).
+    pub(crate) fn new(interest: Interest, limits: PeekLimits) -> Self {
+        Self {
+            interest,
+            limits,
+            scan: Scan::Watching,
+        }
+    }
+
     /// The settings of two layers in one: both interests, the lower
     /// limits, and the further scan.
     #[inline]

@@ -1,7 +1,9 @@
 use tower_layer::Layer;
 
+use super::service::INTEREST;
 use super::ListenFilter;
-use crate::http::peek::{PeekLimits, Scan};
+use crate::http::intercept::Settings;
+use crate::http::peek::Scan;
 use crate::ServerProfile;
 
 /// Layer that applies [`ListenFilter`], which honours the `notifications`
@@ -10,9 +12,8 @@ use crate::ServerProfile;
 pub struct ListenFilterLayer {
     pub(super) profile: ServerProfile,
     // Read on every request: kept at hand.
-    pub(super) limits: PeekLimits,
+    pub(super) settings: Settings,
     pub(super) guard_stream: bool,
-    pub(super) scan: Scan,
     pub(super) check_updates: bool,
 }
 
@@ -20,10 +21,9 @@ impl ListenFilterLayer {
     /// Creates a layer that honours listen filters by `profile`.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            limits: profile.limits().peek(),
+            settings: Settings::new(INTEREST, profile.limits().peek()),
             profile,
             guard_stream: true,
-            scan: Scan::Watching,
             check_updates: true,
         }
     }
@@ -45,7 +45,7 @@ impl ListenFilterLayer {
     /// with duplicate `method` members: large bodies then pass at no cost
     /// per byte. Listen requests are checked whole either way.
     pub fn scan_pass_through(mut self, scan: bool) -> Self {
-        self.scan = Scan::watching(scan);
+        self.settings.scan = Scan::watching(scan);
         self
     }
 

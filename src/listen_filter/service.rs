@@ -101,7 +101,7 @@ where
 }
 
 /// `subscriptions/listen`, and the legacy era's `resources/subscribe`.
-const INTEREST: Interest = Interest::of(&[Method::Listen, Method::Subscribe]);
+pub(super) const INTEREST: Interest = Interest::of(&[Method::Listen, Method::Subscribe]);
 
 /// What a request is read whole for.
 pub(crate) enum Whole {
@@ -128,15 +128,11 @@ impl Rules for ListenFilterLayer {
     type Screen = Updates;
 
     fn settings(&self) -> Settings {
-        Settings {
-            interest: INTEREST,
-            limits: self.limits,
-            scan: self.scan,
-        }
+        self.settings
     }
 
     fn check_head(&self, head: &Head) -> Result<(), Rejection> {
-        let limit = self.limits.listen;
+        let limit = self.settings.limits.listen;
         if head.named == Some(Method::Listen) && head.longer_than(limit) {
             return Err(Rejection::BodyTooLarge { limit });
         }
@@ -156,8 +152,8 @@ impl Rules for ListenFilterLayer {
         match classified.shape {
             Shape::Decided(Outcome::Method(method)) if INTEREST.contains(method) => {
                 let (whole, limit) = match method {
-                    Method::Listen => (Whole::Listen, self.limits.listen),
-                    _ => (Whole::Subscribe, self.limits.method),
+                    Method::Listen => (Whole::Listen, self.settings.limits.listen),
+                    _ => (Whole::Subscribe, self.settings.limits.method),
                 };
                 if named.is_some_and(|named| named != method) {
                     refuse(Rejection::HeaderMismatch)
@@ -169,7 +165,7 @@ impl Rules for ListenFilterLayer {
             }
             // The method must be named within the limit: past it, a listen could hide.
             Shape::TooLarge => refuse(Rejection::BodyTooLarge {
-                limit: self.limits.for_first(classified.first),
+                limit: self.settings.limits.for_first(classified.first),
             }),
             Shape::Unreadable if ours(named) || ours(classified.first) => {
                 refuse(Rejection::BodyUnreadable)
