@@ -27,15 +27,32 @@ struct Redis {
 }
 
 impl Redis {
+    /// A server on a free port. The port is free when it is picked, but
+    /// another test's server may take it first: this one then exits, and
+    /// another port is tried.
     fn start() -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut redis = Self { port, child: None };
-        redis.run();
-        redis
+        for _ in 0..10 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut redis = Self { port, child: None };
+            redis.run();
+            if redis.owns_port() {
+                return redis;
+            }
+            redis.stop();
+        }
+        panic!("no free port for redis-server");
+    }
+
+    /// Whether the server still runs once its port answers (one that could
+    /// not bind it has exited).
+    fn owns_port(&mut self) -> bool {
+        std::thread::sleep(Duration::from_millis(50));
+        let child = self.child.as_mut().expect("running");
+        matches!(child.try_wait(), Ok(None))
     }
 
     fn run(&mut self) {
