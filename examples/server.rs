@@ -20,7 +20,8 @@
 //! 4. mcp-edge's listen hub: it serves every honoured listen, after rmcp's
 //!    own checks of it (`endpoint.rs`); the handler publishes every change
 //!    through the hub. With `--redis URL` (built with `--features redis`),
-//!    instances on one Redis share listen topics.
+//!    instances on one Redis share listen topics; with `--redis-cluster
+//!    URL,URL,...`, instances on one Redis Cluster, over sharded pub/sub.
 //! 5. rmcp (`handler.rs`).
 //!
 //! Listen streams are capped in all (`--max-streams`, default 10 000) and
@@ -78,7 +79,7 @@ const DRAIN: Duration = Duration::from_secs(10);
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N]
               [--max-sessions-per-caller N] [--body-timeout SECS]
               [--max-streams N] [--max-streams-per-caller N] [--trust-forwarded-for]
-              [--keep-alive-secs N] [--redis URL]
+              [--keep-alive-secs N] [--redis URL | --redis-cluster URL,URL,...]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
@@ -92,13 +93,22 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
                                X-Forwarded-For entry (only behind a proxy that appends it)
   --keep-alive-secs N          keep-alive comment on an idle listen stream (default 15)
   --redis URL                  share listen topics with every instance on this Redis
-                               (built with --features redis)";
+                               (built with --features redis)
+  --redis-cluster URL,URL,...  the same on the Redis Cluster these nodes belong to,
+                               over sharded pub/sub (built with --features redis)";
 
 struct Args {
     addr: String,
     bare: bool,
     bounds: app::Bounds,
-    redis: Option<String>,
+    redis: Option<Redis>,
+}
+
+/// Where the instances share listen topics.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+enum Redis {
+    Node(String),
+    Cluster(Vec<String>),
 }
 
 fn number(argv: &mut impl Iterator<Item = String>, flag: &str) -> Result<u64, String> {
@@ -137,7 +147,18 @@ fn parse_args() -> Result<Args, String> {
             "--keep-alive-secs" => {
                 args.bounds.keep_alive = Duration::from_secs(number(&mut argv, &arg)?);
             }
-            "--redis" => args.redis = Some(argv.next().ok_or("--redis needs a URL")?),
+            "--redis" | "--redis-cluster" if args.redis.is_some() => {
+                return Err("give --redis or --redis-cluster once".to_owned());
+            }
+            "--redis" => args.redis = Some(Redis::Node(argv.next().ok_or("--redis needs a URL")?)),
+            "--redis-cluster" => {
+                let urls = argv.next().ok_or("--redis-cluster needs URL,URL,...")?;
+                let urls = urls
+                    .split(',')
+                    .filter(|url| !url.is_empty())
+                    .map(str::to_owned);
+                args.redis = Some(Redis::Cluster(urls.collect()));
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -236,22 +257,35 @@ async fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The bus to the other instances: Redis at `url`, when given.
+/// The bus to the other instances, when asked for: a Redis node, or a
+/// Redis Cluster.
 #[cfg(feature = "redis")]
-fn bus(url: Option<String>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
-    let Some(url) = url else {
-        return Ok(None);
+fn bus(redis: Option<Redis>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
+    const PREFIX: &str = "mcp-edge-reference";
+    let bus = match redis {
+        None => return Ok(None),
+        Some(Redis::Node(url)) => {
+            println!("sharing listen topics through Redis at {url}");
+            mcp_edge::hub::RedisBus::new(&url, PREFIX)?
+        }
+        Some(Redis::Cluster(urls)) => {
+            println!(
+                "sharing listen topics through the Redis Cluster of {}",
+                urls.join(", ")
+            );
+            mcp_edge::hub::RedisBus::cluster(&urls, PREFIX)?
+        }
     };
-    let bus = mcp_edge::hub::RedisBus::new(&url, "mcp-edge-reference")?;
-    println!("sharing listen topics through Redis at {url}");
     Ok(Some(Arc::new(bus)))
 }
 
 /// The bus to the other instances: none without the `redis` feature.
 #[cfg(not(feature = "redis"))]
-fn bus(url: Option<String>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
-    match url {
-        Some(_) => Err("--redis needs the example built with --features redis".into()),
+fn bus(redis: Option<Redis>) -> Result<Option<Arc<dyn Bus>>, Box<dyn Error>> {
+    match redis {
+        Some(_) => {
+            Err("--redis and --redis-cluster need the example built with --features redis".into())
+        }
         None => Ok(None),
     }
 }

@@ -4,251 +4,21 @@
 //! stand for two instances of a deployment.
 #![cfg(feature = "redis")]
 
-use std::convert::Infallible;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::{header, Request, Response};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
-use mcp_edge::hub::{Channel, ListChanged, ListenHub, RedisBus};
-use mcp_edge::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
+use mcp_edge::hub::{Channel, ListChanged};
+use mcp_edge::{Principal, ServerProfile};
 use serde_json::{json, Value};
-use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// A `redis-server` of this test, on a loopback port; stopped when dropped.
-struct Redis {
-    port: u16,
-    child: Option<Child>,
-}
+mod bus;
 
-impl Redis {
-    /// A server on a free port. The port is free when it is picked, but
-    /// another test's server may take it first: this one then exits, and
-    /// another port is tried.
-    fn start() -> Self {
-        for _ in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut redis = Self { port, child: None };
-            redis.run();
-            if redis.owns_port() {
-                return redis;
-            }
-            redis.stop();
-        }
-        panic!("no free port for redis-server");
-    }
+use bus::{crosses, eventually, profile, Instance, Redis, Stream};
 
-    /// Whether the server still runs once its port answers (one that could
-    /// not bind it has exited).
-    fn owns_port(&mut self) -> bool {
-        std::thread::sleep(Duration::from_millis(50));
-        let child = self.child.as_mut().expect("running");
-        matches!(child.try_wait(), Ok(None))
-    }
-
-    fn run(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (apt-get install redis-server)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped one keeps
-    /// its connections and answers nothing.
-    fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let sent = Command::new("kill")
-            .args([format!("-{signal}"), pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// A plain connection, for `PUBSUB NUMSUB` and raw messages.
-    async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
-    }
-
-    async fn numsub(&self, channel: &str) -> i64 {
-        let (_, count): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(&mut self.connection().await)
-            .await
-            .unwrap();
-        count
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn profile() -> ServerProfile {
-    ServerProfile::builder()
-        .resource_access(|caller: Option<&Principal>, uris: &[&str]| {
-            let name = caller.map(|c| c.as_str().to_owned());
-            let answers = uris
-                .iter()
-                .map(|uri| match name.as_deref() {
-                    Some(name) => {
-                        uri.starts_with("demo://public") || uri.contains(&format!("/{name}/"))
-                    }
-                    None => uri.starts_with("demo://public"),
-                })
-                .collect();
-            std::future::ready(answers)
-        })
-        .task_directory(|owner: &Principal, ids: &[&str]| {
-            let prefix = format!("task-{}", owner.as_str());
-            std::future::ready(ids.iter().map(|id| id.starts_with(&prefix)).collect())
-        })
-        .tasks(true)
-        .build()
-        .unwrap()
-}
-
-/// One instance: a hub on the Redis bus, behind the listen filter.
-struct Instance {
-    hub: ListenHub,
-    bus: RedisBus,
-    profile: ServerProfile,
-}
-
-type Boxed = UnsyncBoxBody<Bytes, Infallible>;
-
-impl Instance {
-    fn new(redis: &Redis, prefix: &str) -> Self {
-        Self::with(&redis.url(), prefix, profile())
-    }
-
-    fn with(url: &str, prefix: &str, profile: ServerProfile) -> Self {
-        let bus = RedisBus::new(url, prefix).unwrap();
-        let hub = ListenHub::builder(profile.clone())
-            .bus(bus.clone())
-            .max_streams_per_caller(2_000)
-            .build();
-        Self { hub, bus, profile }
-    }
-
-    async fn listen(&self, caller: &str, id: u32, notifications: Value) -> Stream {
-        let body = json!({
-            "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-            "params": {"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}},
-                       "notifications": notifications},
-        })
-        .to_string();
-        let mut request = Request::post("/mcp")
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::CONTENT_LENGTH, body.len())
-            .body(Full::new(Bytes::from(body)))
-            .unwrap();
-        request.extensions_mut().insert(Principal::new(caller));
-        let inner = tower::service_fn(|_: Request<RequestBody<Full<Bytes>>>| async {
-            Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
-        });
-        let mut service = ServiceBuilder::new()
-            .layer(ListenFilterLayer::new(self.profile.clone()))
-            .layer(self.hub.layer())
-            .service(inner);
-        let response = service.ready().await.unwrap().call(request).await.unwrap();
-        let mut stream = Stream(response.into_body().boxed_unsync());
-        let ack = stream.message().await;
-        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-        stream
-    }
-}
-
-struct Stream(Boxed);
-
-impl Stream {
-    async fn next(&mut self, within: Duration) -> Option<String> {
-        loop {
-            let frame = tokio::time::timeout(within, self.0.frame()).await.ok()??;
-            let data = frame.unwrap().into_data().unwrap();
-            let text = String::from_utf8(data.to_vec()).unwrap();
-            if !text.starts_with(':') {
-                return Some(text);
-            }
-        }
-    }
-
-    async fn message(&mut self) -> Value {
-        let text = self
-            .next(Duration::from_secs(5))
-            .await
-            .expect("a message within 5 s");
-        serde_json::from_str(text.strip_prefix("data: ").unwrap().trim_end()).unwrap()
-    }
-
-    async fn silent(&mut self, within: Duration) {
-        if let Some(text) = self.next(within).await {
-            panic!("expected nothing, got {text}");
-        }
-    }
-}
-
-/// Waits until `check` holds, for up to 10 s.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Publishes updates of `uri` on `from` until one reaches `to` (10 s at
-/// most), after `what`.
-async fn crosses(from: &Instance, to: &mut Stream, uri: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let _ = from.hub.publisher().resource_updated(uri).await;
-        if to.next(Duration::from_millis(200)).await.is_some() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no update crossed after {what}");
-    }
+/// An instance on `redis`, with the test profile.
+fn instance(redis: &Redis, prefix: &str) -> Instance {
+    Instance::with(&redis.url(), prefix, profile())
 }
 
 /// The calls of a slow hook: begun and ended.
@@ -314,7 +84,7 @@ const LOGS: &str = "demo://public/logs";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_on_one_instance_reaches_exactly_the_entitled_streams_on_the_other() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut alice = b
         .listen(
             "alice",
@@ -363,7 +133,7 @@ async fn an_update_on_one_instance_reaches_exactly_the_entitled_streams_on_the_o
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_event_reaches_only_its_owners_streams() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut alice = b
         .listen("alice", 1, json!({"taskIds": ["task-alice-1"]}))
         .await;
@@ -400,7 +170,7 @@ async fn a_task_event_reaches_only_its_owners_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_subscription_per_channel_per_instance() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut streams = Vec::new();
     for i in 0..1_000 {
         streams.push(
@@ -430,7 +200,7 @@ async fn one_subscription_per_channel_per_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_redis_is_reported_and_recovered() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut on_b = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
@@ -449,7 +219,7 @@ async fn a_stalled_redis_is_reported_and_recovered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
     let mut redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut on_a = a
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
@@ -494,7 +264,7 @@ async fn both_keep_serving_while_redis_is_down_and_deliver_again_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_messages_are_dropped_and_counted() {
     let redis = Redis::start();
-    let b = Instance::new(&redis, "app");
+    let b = instance(&redis, "app");
     let mut stream = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
@@ -537,7 +307,7 @@ async fn malformed_messages_are_dropped_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut stream = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
@@ -582,7 +352,7 @@ async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_copies_of_one_publication_are_delivered_once() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut broad = b
         .listen(
             "alice",
@@ -621,7 +391,7 @@ async fn the_copies_of_one_publication_are_delivered_once() {
 async fn a_slow_hook_does_not_stall_the_connection() {
     let redis = Redis::start();
     let calls = Arc::new(Calls::default());
-    let a = Instance::new(&redis, "app");
+    let a = instance(&redis, "app");
     let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
     let mut slow = slow_listen(&redis, &a, &b, json!({})).await;
     for i in 0..3 {
@@ -668,7 +438,7 @@ async fn a_slow_hook_does_not_stall_the_connection() {
 async fn a_full_delivery_queue_drops_the_newest_and_counts_them() {
     let redis = Redis::start();
     let calls = Arc::new(Calls::default());
-    let a = Instance::new(&redis, "app");
+    let a = instance(&redis, "app");
     let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
     let mut stream = slow_listen(&redis, &a, &b, json!({"toolsListChanged": true})).await;
     let _ = a
@@ -781,7 +551,7 @@ async fn two_instances_run_as_a_redis_user_held_to_the_prefix() {
 async fn an_instance_started_while_redis_is_down_serves_and_connects_later() {
     let mut redis = Redis::start();
     redis.stop();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     let mut on_a = a
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
@@ -807,7 +577,7 @@ async fn an_instance_started_while_redis_is_down_serves_and_connects_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_published_after_the_acknowledgment_crosses() {
     let redis = Redis::start();
-    let (a, b) = (Instance::new(&redis, "app"), Instance::new(&redis, "app"));
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
     // Both connected: the first listen on a channel is acknowledged only
     // once its instance's subscription is in place.
     let _warm = b

@@ -5,10 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{PushInfo, PushKind};
+use redis::PushInfo;
 use tokio::sync::mpsc;
 
+use super::deployment::{Connection, Heard, MAX_BACKOFF};
 use super::recent::Recent;
 use super::{Command, Inner, QUEUE_BYTES, TIMEOUT};
 use crate::sync::lock;
@@ -17,8 +17,9 @@ use crate::sync::lock;
 const MAX_MESSAGE: usize = 64 * 1024;
 /// How often the connection is pinged.
 const PING: Duration = Duration::from_secs(1);
-/// The longest wait between two attempts to connect.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Every how many pings a cluster's live channels are all subscribed
+/// again, whatever its client reported.
+const CLUSTER_RESYNC: u32 = 60;
 
 /// The connection task: connects (again) with backoff, keeps the channels
 /// the hub's streams listen on subscribed, pings, and queues what it hears
@@ -36,6 +37,7 @@ pub(super) struct Link {
     /// Some live channel may not be subscribed (a subscription failed, or
     /// the connection was lost): subscribed again at the next ping.
     resync: bool,
+    pings: u32,
     backoff: Duration,
     logged: Logged,
 }
@@ -70,6 +72,7 @@ impl Link {
             queue,
             overflow: None,
             resync: false,
+            pings: 0,
             backoff: Duration::from_millis(100),
             logged: Logged::Nothing,
         }
@@ -84,10 +87,10 @@ impl Link {
     }
 
     /// Connects, retrying with backoff; `None` once the bus is gone.
-    async fn connect(&mut self) -> Option<(ConnectionManager, mpsc::UnboundedReceiver<PushInfo>)> {
+    async fn connect(&mut self) -> Option<(Connection, mpsc::UnboundedReceiver<PushInfo>)> {
         loop {
             let (pushes, messages) = mpsc::unbounded_channel();
-            match tokio::time::timeout(TIMEOUT * 4, open(&self.inner.client, pushes)).await {
+            match tokio::time::timeout(TIMEOUT * 4, self.inner.deployment.open(pushes)).await {
                 Ok(Ok((subscriber, publisher))) => {
                     *lock(&self.inner.publisher) = Some(publisher);
                     self.backoff = Duration::from_millis(100);
@@ -124,10 +127,10 @@ impl Link {
     /// Serves one connection until it is lost or the bus is gone.
     async fn serve(
         &mut self,
-        subscriber: &mut ConnectionManager,
+        subscriber: &mut Connection,
         mut messages: mpsc::UnboundedReceiver<PushInfo>,
     ) -> Left {
-        self.resync = !self.resubscribe(subscriber).await;
+        self.subscribe_again(subscriber).await;
         self.up();
         let mut ping = tokio::time::interval(PING);
         loop {
@@ -137,7 +140,7 @@ impl Link {
                     None => return Left::Closed,
                 },
                 push = messages.recv() => match push {
-                    Some(push) => self.push(push),
+                    Some(push) => self.push(subscriber, push).await,
                     None => return Left::Lost,
                 },
                 _ = ping.tick() => self.ping(subscriber).await,
@@ -162,69 +165,98 @@ impl Link {
 
     /// Subscribes to a channel a stream listens on, or leaves one no stream
     /// listens on any more.
-    async fn command(&mut self, subscriber: &mut ConnectionManager, command: Command) {
+    async fn command(&mut self, subscriber: &mut Connection, command: Command) {
         let (channel, on) = self.track(command);
         if !on {
             self.inner.mark(&channel, false);
         }
-        match subscribe(subscriber, &channel, on).await {
+        match subscriber.subscribe(&channel, on).await {
             Ok(()) if on => self.inner.mark(&channel, true),
             Ok(()) => {}
             Err(error) => {
                 tracing::debug!(%error, "listen hub: a Redis (un)subscription failed");
-                self.resync |= on;
+                if on {
+                    self.unsure();
+                }
             }
         }
     }
 
-    fn push(&mut self, push: PushInfo) {
-        match push.kind {
-            PushKind::Message => {
-                if let Some(payload) = payload(push) {
-                    self.hear(payload);
-                }
-            }
-            PushKind::Disconnection => {
+    async fn push(&mut self, subscriber: &mut Connection, push: PushInfo) {
+        match Heard::of(push) {
+            Heard::Message(payload) => self.hear(payload),
+            Heard::Lost => {
                 self.down("connection lost");
                 self.inner.forget();
-                self.resync = true;
+                self.unsure();
             }
-            PushKind::Subscribe => {
-                // The manager subscribes again by itself after an outage.
-                if let Some(redis::Value::BulkString(name)) = push.data.first() {
-                    if let Ok(name) = std::str::from_utf8(name) {
-                        if self.live.contains(name) {
-                            self.inner.mark(name, true);
-                        }
-                    }
+            Heard::Subscribed(name) => {
+                // The node's manager subscribes again by itself after an
+                // outage (a cluster's client tries to).
+                if self.live.contains(&name) {
+                    self.inner.mark(&name, true);
                 }
                 self.up();
             }
-            _ => {}
+            Heard::Unsubscribed(name) if self.live.contains(&name) => {
+                // Not this bus's doing: the channel's slot moved to another
+                // shard. Subscribed again there.
+                self.inner.mark(&name, false);
+                match subscriber.subscribe(&name, true).await {
+                    Ok(()) => self.inner.mark(&name, true),
+                    Err(error) => {
+                        tracing::debug!(%error, "listen hub: a Redis subscription failed");
+                        self.unsure();
+                    }
+                }
+            }
+            Heard::Unsubscribed(_) | Heard::Other => {}
+        }
+    }
+
+    /// Some live channel may no longer be subscribed: subscribed again at
+    /// the next ping. On a cluster that is every live channel: its client
+    /// may replace a node's connection, and lose its subscriptions, with
+    /// no word of it.
+    fn unsure(&mut self) {
+        self.resync = true;
+        if self.inner.deployment.is_cluster() {
+            self.inner.forget();
         }
     }
 
     /// A manager reconnects on the next command that fails: an idle one
     /// must be poked.
-    async fn ping(&mut self, subscriber: &mut ConnectionManager) {
-        let pinged =
-            tokio::time::timeout(TIMEOUT, redis::cmd("PING").query_async::<()>(subscriber)).await;
-        if !matches!(pinged, Ok(Ok(()))) {
+    async fn ping(&mut self, subscriber: &mut Connection) {
+        self.pings = self.pings.wrapping_add(1);
+        if !subscriber.ping().await {
             self.down("a ping was not answered");
-            self.resync = true;
+            self.unsure();
             return;
+        }
+        if self.pings.is_multiple_of(CLUSTER_RESYNC) && self.inner.deployment.is_cluster() {
+            self.unsure();
         }
         // A ping that only timed out leaves no other sign of being
         // answered again.
         self.up();
         if self.resync {
-            self.resync = !self.resubscribe(subscriber).await;
+            self.subscribe_again(subscriber).await;
         }
     }
 
-    /// Subscribes to every live channel that Redis has not confirmed; true
-    /// when none failed.
-    async fn resubscribe(&self, subscriber: &mut ConnectionManager) -> bool {
+    /// Subscribes to every live channel not known to be subscribed; unsure
+    /// again when one failed.
+    async fn subscribe_again(&mut self, subscriber: &Connection) {
+        self.resync = false;
+        if !self.resubscribe(subscriber).await {
+            self.unsure();
+        }
+    }
+
+    /// Subscribes to every live channel that Redis has not confirmed, many
+    /// at a time; true when none failed.
+    async fn resubscribe(&self, subscriber: &Connection) -> bool {
         let missing: Vec<String> = {
             let subscribed = lock(&self.inner.subscribed);
             self.live
@@ -234,8 +266,8 @@ impl Link {
                 .collect()
         };
         let mut all = true;
-        for channel in missing {
-            match subscribe(subscriber, &channel, true).await {
+        for (channel, done) in subscriber.subscribe_all(missing).await {
+            match done {
                 Ok(()) => self.inner.mark(&channel, true),
                 Err(error) => {
                     tracing::debug!(%error, "listen hub: a Redis subscription failed");
@@ -308,47 +340,6 @@ impl Link {
             self.logged = Logged::Down;
         }
     }
-}
-
-/// The payload of a message push.
-fn payload(push: PushInfo) -> Option<Vec<u8>> {
-    match push.data.into_iter().nth(1)? {
-        redis::Value::BulkString(payload) => Some(payload),
-        _ => None,
-    }
-}
-
-async fn subscribe(
-    connection: &mut ConnectionManager,
-    channel: &str,
-    on: bool,
-) -> Result<(), String> {
-    let done = match on {
-        true => tokio::time::timeout(TIMEOUT, connection.subscribe(channel)).await,
-        false => tokio::time::timeout(TIMEOUT, connection.unsubscribe(channel)).await,
-    };
-    match done {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err("timed out".to_owned()),
-    }
-}
-
-/// A connection for subscriptions, its pushes sent to `pushes`, and one for
-/// publications.
-async fn open(
-    client: &redis::Client,
-    pushes: mpsc::UnboundedSender<PushInfo>,
-) -> redis::RedisResult<(ConnectionManager, ConnectionManager)> {
-    let config = ConnectionManagerConfig::new()
-        .set_push_sender(pushes)
-        .set_automatic_resubscription()
-        .set_connection_timeout(Some(TIMEOUT))
-        .set_response_timeout(Some(TIMEOUT))
-        .set_max_delay(MAX_BACKOFF);
-    let subscriber = client.get_connection_manager_with_config(config).await?;
-    let publisher = client.get_connection_manager().await?;
-    Ok((subscriber, publisher))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! message once, in `recent`. The delivery task hands what the connection
 //! task heard to the hub.
 
+mod deployment;
 mod link;
 mod recent;
 mod wire;
@@ -13,9 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
+use self::deployment::{Connection, Deployment};
 use self::link::Link;
 use self::wire::{channel_name, channels_of, Message};
 use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
@@ -101,10 +102,10 @@ struct Inner {
     prefix: String,
     instance: String,
     seq: AtomicU64,
-    client: redis::Client,
+    deployment: Deployment,
     commands: mpsc::UnboundedSender<Command>,
     receiver: Mutex<Option<mpsc::UnboundedReceiver<Command>>>,
-    publisher: Mutex<Option<ConnectionManager>>,
+    publisher: Mutex<Option<Connection>>,
     /// The channels Redis confirmed this instance's subscription to.
     subscribed: Mutex<HashSet<String>>,
     /// Woken at every change of `subscribed`.
@@ -140,18 +141,38 @@ impl RedisBus {
     /// under `prefix` (one per deployment). It connects once the hub
     /// starts it, in the background: this never waits for Redis.
     pub fn new(url: &str, prefix: &str) -> Result<Self, RedisBusError> {
-        let separator = if url.contains('?') { '&' } else { '?' };
-        let client = redis::Client::open(format!("{url}{separator}protocol=resp3"))
-            .map_err(RedisBusError)?;
+        let deployment = Deployment::node(url).map_err(RedisBusError)?;
+        Ok(Self::on(deployment, prefix))
+    }
+
+    /// A bus on the Redis Cluster (Redis ≥ 7) that the nodes at `urls`
+    /// (`redis://host:port`, one or more) belong to, its channels under
+    /// `prefix`, on sharded pub/sub: each channel is subscribed on the
+    /// shard that owns its slot, once per instance, and a publication
+    /// goes to the shards of its channels only. Slot moves and node
+    /// restarts are followed. Like [`new`](Self::new), this never waits
+    /// for Redis.
+    ///
+    /// A prefix holding `{` makes a hash tag of what follows it: keep it
+    /// out, or every channel lands on one shard.
+    pub fn cluster<S: AsRef<str>>(
+        urls: impl IntoIterator<Item = S>,
+        prefix: &str,
+    ) -> Result<Self, RedisBusError> {
+        let deployment = Deployment::cluster(urls).map_err(RedisBusError)?;
+        Ok(Self::on(deployment, prefix))
+    }
+
+    fn on(deployment: Deployment, prefix: &str) -> Self {
         let (commands, receiver) = mpsc::unbounded_channel();
         let instance = instance_id();
-        Ok(Self {
+        Self {
             inner: Arc::new(Inner {
                 prefix: prefix.to_owned(),
                 echo: wire::echo(&instance),
                 instance,
                 seq: AtomicU64::new(0),
-                client,
+                deployment,
                 commands,
                 receiver: Mutex::new(Some(receiver)),
                 publisher: Mutex::new(None),
@@ -162,7 +183,7 @@ impl RedisBus {
                 overflowed: AtomicU64::new(0),
                 queued: AtomicUsize::new(0),
             }),
-        })
+        }
     }
 
     /// How many messages from Redis were dropped as malformed: not the
@@ -311,15 +332,7 @@ impl Bus for RedisBus {
             };
             let payload =
                 serde_json::to_vec(&message).map_err(|e| BusError::Failed(e.to_string()))?;
-            let mut pipe = redis::pipe();
-            for channel in &channels {
-                pipe.cmd("PUBLISH").arg(channel).arg(&payload).ignore();
-            }
-            match tokio::time::timeout(TIMEOUT, pipe.query_async::<()>(&mut connection)).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => Err(BusError::Failed(error.to_string())),
-                Err(_) => Err(BusError::Failed("timed out".to_owned())),
-            }
+            connection.publish(&channels, &payload).await
         })
     }
 }

@@ -1,0 +1,359 @@
+//! The listen hub's Redis bus on a real three-node Redis Cluster (sharded
+//! pub/sub), which each test starts on free loopback ports
+//! (`redis-server --cluster-enabled yes`, then `redis-cli --cluster
+//! create`) and stops at its end. Two hubs on the cluster stand for two
+//! instances of a deployment.
+#![cfg(feature = "redis")]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use mcp_edge::hub::{Channel, RedisBus};
+use serde_json::json;
+
+mod bus;
+
+use bus::{crosses, eventually, profile, Instance, Redis, Stream};
+
+/// Three primaries, no replicas, every slot assigned; stopped and their
+/// files removed when dropped.
+struct Cluster {
+    dir: PathBuf,
+    nodes: Vec<Redis>,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-edge-cluster-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let nodes = (0..3)
+            .map(|_| Redis::start_with(|port| node_options(&dir, port)))
+            .collect();
+        let cluster = Self { dir, nodes };
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        create.args(
+            cluster
+                .nodes
+                .iter()
+                .map(|node| format!("127.0.0.1:{}", node.port)),
+        );
+        let created = create
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli is installed (apt-get install redis-server)");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        cluster.wait_ok();
+        cluster
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    fn instance(&self) -> Instance {
+        Instance::on(RedisBus::cluster(self.urls(), "app").unwrap(), profile())
+    }
+
+    /// What `redis-cli` prints for `args` sent to node `node`.
+    fn cli(&self, node: usize, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.nodes[node].port.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Waits until every node sees every slot served and every node.
+    fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in 0..self.nodes.len() {
+            loop {
+                let info = self.cli(node, &["cluster", "info"]);
+                let ok = [
+                    "cluster_state:ok",
+                    "cluster_slots_ok:16384",
+                    "cluster_known_nodes:3",
+                ]
+                .iter()
+                .all(|line| info.lines().any(|l| l.trim() == *line));
+                if ok {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "cluster not ok: {info}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn id(&self, node: usize) -> String {
+        self.cli(node, &["cluster", "myid"]).trim().to_owned()
+    }
+
+    /// The slots node `node` serves, as it says.
+    fn slots(&self, node: usize) -> Vec<(u16, u16)> {
+        let nodes = self.cli(node, &["cluster", "nodes"]);
+        let myself = nodes
+            .lines()
+            .find(|line| line.contains("myself"))
+            .expect("a line of its own");
+        myself
+            .split(' ')
+            .skip(8)
+            .filter(|range| !range.starts_with('['))
+            .map(|range| match range.split_once('-') {
+                Some((low, high)) => (low.parse().unwrap(), high.parse().unwrap()),
+                None => (range.parse().unwrap(), range.parse().unwrap()),
+            })
+            .collect()
+    }
+
+    /// The node that serves `channel`'s slot.
+    fn owner(&self, channel: &str) -> usize {
+        let slot: u16 = self
+            .cli(0, &["cluster", "keyslot", channel])
+            .trim()
+            .parse()
+            .unwrap();
+        (0..self.nodes.len())
+            .find(|node| {
+                self.slots(*node)
+                    .iter()
+                    .any(|(low, high)| (*low..=*high).contains(&slot))
+            })
+            .expect("every slot is served")
+    }
+
+    /// `PUBSUB SHARDNUMSUB channel` on node `node`.
+    fn shardnumsub(&self, node: usize, channel: &str) -> i64 {
+        let out = self.cli(node, &["pubsub", "shardnumsub", channel]);
+        out.lines().last().unwrap().trim().parse().unwrap()
+    }
+
+    /// Moves every slot of node `from` to node `to`, as an operator does.
+    fn reshard(&self, from: usize, to: usize) {
+        let count: u32 = self
+            .slots(from)
+            .iter()
+            .map(|(low, high)| u32::from(high - low) + 1)
+            .sum();
+        let moved = Command::new("redis-cli")
+            .args([
+                "--cluster",
+                "reshard",
+                &format!("127.0.0.1:{}", self.nodes[from].port),
+            ])
+            .args([
+                "--cluster-from",
+                &self.id(from),
+                "--cluster-to",
+                &self.id(to),
+            ])
+            .args(["--cluster-slots", &count.to_string(), "--cluster-yes"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(moved.success(), "redis-cli --cluster reshard failed");
+        self.wait_ok();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            node.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A cluster node's options: its configuration file in `dir`, and a free
+/// port for the cluster bus.
+fn node_options(dir: &std::path::Path, port: u16) -> Vec<String> {
+    let bus = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        &format!("nodes-{port}.conf"),
+        "--cluster-port",
+        &bus.to_string(),
+        "--cluster-node-timeout",
+        "2000",
+        "--dir",
+        &dir.to_string_lossy(),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Alice's documents, the first whose channel is on each node, in node
+/// order.
+fn one_per_node(cluster: &Cluster, bus: &RedisBus) -> Vec<String> {
+    let mut found: Vec<Option<String>> = vec![None; cluster.nodes.len()];
+    for i in 0.. {
+        let uri = format!("demo://users/alice/doc-{i}");
+        let owner = cluster.owner(&bus.channel_name(Channel::Resource(&uri)));
+        found[owner].get_or_insert(uri);
+        if found.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    found.into_iter().flatten().collect()
+}
+
+/// Waits until the node that owns `uri`'s channel holds `count`
+/// subscriptions to it, and no other node any.
+async fn subscribed(cluster: &Cluster, bus: &RedisBus, uri: &str, count: i64) {
+    let channel = bus.channel_name(Channel::Resource(uri));
+    eventually("the subscriptions on the channel's shard", || async {
+        let owner = cluster.owner(&channel);
+        (0..cluster.nodes.len()).all(|node| {
+            let expected = if node == owner { count } else { 0 };
+            cluster.shardnumsub(node, &channel) == expected
+        })
+    })
+    .await;
+}
+
+/// Two instances a and b on `cluster`, and a stream of alice's on b for
+/// one document per node, b subscribed on each node.
+async fn alice_on_b(cluster: &Cluster) -> (Instance, Instance, Vec<String>, Stream) {
+    let (a, b) = (cluster.instance(), cluster.instance());
+    let docs = one_per_node(cluster, &b.bus);
+    let notifications = json!({"resourceSubscriptions": docs});
+    let on_b = b.listen("alice", 1, notifications).await;
+    for doc in &docs {
+        subscribed(cluster, &b.bus, doc, 1).await;
+    }
+    (a, b, docs, on_b)
+}
+
+const BOB_NOTES: &str = "demo://users/bob/notes";
+const LOGS: &str = "demo://public/logs";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_deliver_across_the_cluster_to_the_entitled_streams_only() {
+    let cluster = Cluster::start();
+    let (a, b, docs, mut alice) = alice_on_b(&cluster).await;
+    let mut bob = b
+        .listen(
+            "bob",
+            2,
+            json!({"resourceSubscriptions": [BOB_NOTES, LOGS]}),
+        )
+        .await;
+    for uri in [BOB_NOTES, LOGS] {
+        subscribed(&cluster, &b.bus, uri, 1).await;
+    }
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+
+    // An update on each shard reaches alice; none of them reaches bob.
+    for doc in &docs {
+        let published = a.hub.publisher().resource_updated(doc).await;
+        assert_eq!((published.streams, published.remote), (0, Ok(())));
+        assert_eq!(alice.message().await["params"]["uri"], doc.as_str());
+    }
+    bob.silent(Duration::from_millis(500)).await;
+    // Below an honoured URI: bob hears it, alice does not.
+    let _ = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{LOGS}/today"))
+        .await;
+    assert_eq!(
+        bob.message().await["params"]["uri"],
+        format!("{LOGS}/today")
+    );
+    alice.silent(Duration::from_millis(500)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sharded_subscription_per_channel_per_instance_on_its_shard() {
+    let cluster = Cluster::start();
+    let (a, b) = (cluster.instance(), cluster.instance());
+    let docs = one_per_node(&cluster, &a.bus);
+    let mut streams = Vec::new();
+    for (i, instance) in [&a, &a, &b, &b].into_iter().enumerate() {
+        let notifications = json!({"resourceSubscriptions": docs});
+        streams.push(instance.listen("alice", i as u32, notifications).await);
+    }
+    for doc in &docs {
+        subscribed(&cluster, &a.bus, doc, 2).await;
+    }
+    // Sharded pub/sub only: no classic subscription anywhere.
+    for node in 0..cluster.nodes.len() {
+        assert_eq!(cluster.cli(node, &["pubsub", "channels"]).trim(), "");
+        assert_eq!(cluster.cli(node, &["pubsub", "numpat"]).trim(), "0");
+    }
+    // The last stream of an instance gone, it leaves the channel's shard.
+    streams.truncate(2);
+    for doc in &docs {
+        subscribed(&cluster, &a.bus, doc, 1).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_and_started_again_both_keep_serving_and_delivery_resumes() {
+    let mut cluster = Cluster::start();
+    let (a, b, docs, mut on_b) = alice_on_b(&cluster).await;
+    let mut on_a = a
+        .listen("alice", 2, json!({"resourceSubscriptions": [&docs[0]]}))
+        .await;
+
+    // Node 0 down for 3 s (past the node timeout): each instance goes on
+    // serving its own streams and its requests meanwhile.
+    cluster.nodes[0].stop();
+    eventually("a sees the outage", || async { !a.bus.is_connected() }).await;
+    let published = a.hub.publisher().resource_updated(&docs[0]).await;
+    assert_eq!(published.streams, 1);
+    assert_eq!(on_a.message().await["params"]["uri"], docs[0].as_str());
+    let mut late = b
+        .listen("bob", 3, json!({"resourceSubscriptions": [BOB_NOTES]}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.nodes[0].run();
+    cluster.wait_ok();
+
+    // Delivery resumes on every shard, the restarted one's included.
+    eventually("a connected again", || async { a.bus.is_connected() }).await;
+    for (i, doc) in docs.iter().enumerate() {
+        crosses(&a, &mut on_b, doc, "the node's restart").await;
+        // Once per instance: docs[0] is on_a's too.
+        subscribed(&cluster, &b.bus, doc, if i == 0 { 2 } else { 1 }).await;
+    }
+    subscribed(&cluster, &b.bus, BOB_NOTES, 1).await;
+    let _ = a.hub.publisher().resource_updated(BOB_NOTES).await;
+    assert_eq!(late.message().await["params"]["uri"], BOB_NOTES);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_moved_mid_stream_keep_their_channels_delivering() {
+    let cluster = Cluster::start();
+    let (a, b, docs, mut on_b) = alice_on_b(&cluster).await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    crosses(&a, &mut on_b, &docs[1], "the start").await;
+
+    // Every slot of node 1 moves to node 2, docs[1]'s among them.
+    cluster.reshard(1, 2);
+    let channel = b.bus.channel_name(Channel::Resource(&docs[1]));
+    assert_eq!(cluster.owner(&channel), 2);
+    subscribed(&cluster, &b.bus, &docs[1], 1).await;
+    for doc in &docs {
+        crosses(&a, &mut on_b, doc, "the reshard").await;
+    }
+}
