@@ -357,3 +357,57 @@ async fn slots_moved_mid_stream_keep_their_channels_delivering() {
         crosses(&a, &mut on_b, doc, "the reshard").await;
     }
 }
+
+/// The ACL user of docs/security.md for a cluster, set on every node.
+const ACL_USER: &str = "edge on >secret resetchannels &app:* -@all +ssubscribe +sunsubscribe +spublish +ping +cluster|info +cluster|slots";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_run_as_a_redis_user_held_to_the_prefix_on_every_node() {
+    let cluster = Cluster::start();
+    for node in 0..cluster.nodes.len() {
+        let mut set = vec!["acl", "setuser"];
+        set.extend(ACL_USER.split(' '));
+        assert_eq!(cluster.cli(node, &set).trim(), "OK");
+    }
+    let urls: Vec<String> = (cluster.nodes.iter())
+        .map(|node| format!("redis://edge:secret@127.0.0.1:{}", node.port))
+        .collect();
+    let on = |urls: &[String]| Instance::on(RedisBus::cluster(urls, "app").unwrap(), profile());
+    let (a, b) = (on(&urls), on(&urls));
+    let docs = one_per_node(&cluster, &b.bus);
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": docs}))
+        .await;
+    for doc in &docs {
+        subscribed(&cluster, &b.bus, doc, 1).await;
+    }
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    for doc in &docs {
+        crosses(&a, &mut stream, doc, "connecting as the user").await;
+    }
+    // The last stream gone, b leaves every shard; pings go on meanwhile.
+    drop(stream);
+    for doc in &docs {
+        subscribed(&cluster, &b.bus, doc, 0).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(a.bus.is_connected() && b.bus.is_connected());
+    for node in 0..cluster.nodes.len() {
+        let refused = cluster.cli(node, &["acl", "log"]);
+        assert_eq!(refused.trim(), "", "node {node} refused the bus");
+    }
+    // Outside the prefix the user may not publish.
+    let outside = Command::new("redis-cli")
+        .args([
+            "-p",
+            &cluster.nodes[0].port.to_string(),
+            "--user",
+            "edge",
+            "--pass",
+            "secret",
+        ])
+        .args(["--no-auth-warning", "spublish", "other:x", "m"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&outside.stdout).contains("NOPERM"));
+}

@@ -29,8 +29,10 @@ const QUEUE: usize = 1024;
 /// Most bytes of the messages heard and not yet delivered.
 const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 
-/// A [`Bus`] on Redis pub/sub (feature `redis`), on redis-rs's
-/// connection manager over RESP3.
+/// A [`Bus`] on Redis pub/sub (feature `redis`): on one node
+/// ([`RedisBus::new`]), classic pub/sub over redis-rs's connection manager;
+/// on a Redis Cluster ([`RedisBus::cluster`]), sharded pub/sub only, over
+/// redis-rs's cluster connection, both over RESP3.
 ///
 /// **Channels.** Every channel is named under the deployment's prefix by
 /// one injective encoding (URIs, owners and task ids may hold any byte;
@@ -79,6 +81,22 @@ const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// ([`RedisBus::overflowed`]), with one warning per episode, until one is
 /// queued again.
 ///
+/// **On a cluster** (Redis ≥ 7), every channel lives on the shard that owns
+/// its slot: an instance subscribes to it there with `SSUBSCRIBE`, once,
+/// and a change is sent with one `SPUBLISH` per channel of the update,
+/// each to its own shard, so a shard carries only the messages of its
+/// channels, however many shards there are (a classic `PUBLISH` is carried
+/// to every node of a cluster). The names and messages are the ones above;
+/// a process publishes with `SPUBLISH` on the same channels. The bus
+/// follows the cluster: a slot moved to another shard (resharding, the
+/// shard's `SUNSUBSCRIBE`) is subscribed again on its new owner at once;
+/// after a node's outage, a failed ping or a failed subscription, every
+/// channel is subscribed again, until a whole pass succeeds; and every
+/// 60 s all of them are, whatever the client reported (a channel already
+/// subscribed is not subscribed twice). On a cluster the bus is connected
+/// while every node it knows answers its ping and a node reports
+/// `cluster_state:ok`.
+///
 /// **Trust.** Any process that can publish on the prefix's channels can
 /// send any change they carry: the crate's `docs/security.md` says what
 /// it can and cannot do, and gives the Redis ACL user that holds the
@@ -86,13 +104,15 @@ const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// `redis://user:password@host:port/`).
 ///
 /// **Faults.** The bus connects in the background: an instance whose Redis
-/// is down keeps serving its requests and its own streams, logs the outage
-/// once, and retries with backoff (up to 5 s apart); once connected it
-/// subscribes to every channel its streams listen on, and a subscription
-/// that failed (a stream opened during an outage) is made again at the
-/// next second's ping until Redis confirms it. A publication while
-/// Redis is down returns [`BusError::Unavailable`]; every send is bounded
-/// in time.
+/// (or a node of its cluster) is down keeps serving its requests and its
+/// own streams, logs the outage once, and retries with backoff (up to 5 s
+/// apart); once connected it subscribes to every channel its streams
+/// listen on, and a subscription that failed (a stream opened during an
+/// outage) is made again at the next second's ping until Redis confirms
+/// it. A publication while Redis is down returns [`BusError::Unavailable`]
+/// (before the first connection) or [`BusError::Failed`] (a send that
+/// failed: on a cluster, one to a shard that is down); every send is
+/// bounded in time.
 #[derive(Clone)]
 pub struct RedisBus {
     inner: Arc<Inner>,
