@@ -244,3 +244,43 @@ fn name(value: Option<redis::Value>) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn push(kind: PushKind, data: &[&[u8]]) -> PushInfo {
+        let data = data.iter().map(|d| Value::BulkString(d.to_vec())).collect();
+        PushInfo { kind, data }
+    }
+
+    /// Both deployments' pushes mean the same to the bus: a sharded
+    /// message is a message, a shard's (un)subscription an (un)subscription.
+    #[test]
+    fn the_pushes_of_either_deployment_are_read_alike() {
+        for kind in [PushKind::Message, PushKind::SMessage] {
+            let heard = Heard::of(push(kind, &[b"app:l:tools", b"{}"]));
+            assert!(matches!(heard, Heard::Message(payload) if payload == b"{}"));
+        }
+        for kind in [PushKind::Subscribe, PushKind::SSubscribe] {
+            let heard = Heard::of(push(kind, &[b"app:l:tools", b"1"]));
+            assert!(matches!(heard, Heard::Subscribed(name) if name == "app:l:tools"));
+        }
+        for kind in [PushKind::Unsubscribe, PushKind::SUnsubscribe] {
+            let heard = Heard::of(push(kind, &[b"app:l:tools", b"0"]));
+            assert!(matches!(heard, Heard::Unsubscribed(name) if name == "app:l:tools"));
+        }
+        assert!(matches!(
+            Heard::of(push(PushKind::Disconnection, &[])),
+            Heard::Lost
+        ));
+        // A message without a payload, a name that is not UTF-8: nothing.
+        assert!(matches!(
+            Heard::of(push(PushKind::SMessage, &[b"c"])),
+            Heard::Other
+        ));
+        let heard = Heard::of(push(PushKind::SSubscribe, &[b"\xff"]));
+        assert!(matches!(heard, Heard::Other));
+    }
+}

@@ -196,7 +196,11 @@ impl Link {
                 if self.live.contains(&name) {
                     self.inner.mark(&name, true);
                 }
-                self.up();
+                // One node answering says a cluster is up no more than
+                // its pings do.
+                if !self.inner.deployment.is_cluster() {
+                    self.up();
+                }
             }
             Heard::Unsubscribed(name) if self.live.contains(&name) => {
                 // Not this bus's doing: the channel's slot moved to another
