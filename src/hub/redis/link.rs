@@ -37,6 +37,7 @@ pub(super) struct Link {
     /// Some live channel may not be subscribed (a subscription failed, or
     /// the connection was lost): subscribed again at the next ping.
     resync: bool,
+    /// The pings sent on this bus's connections.
     pings: u32,
     backoff: Duration,
     logged: Logged,
@@ -203,8 +204,10 @@ impl Link {
                 }
             }
             Heard::Unsubscribed(name) if self.live.contains(&name) => {
-                // Not this bus's doing: the channel's slot moved to another
-                // shard. Subscribed again there.
+                // A live channel left: on a cluster, its slot moved to
+                // another shard (or this is the late answer to a leave the
+                // hub took back). Subscribed again, on its owner; a channel
+                // subscribed already is not subscribed twice.
                 self.inner.mark(&name, false);
                 match subscriber.subscribe(&name, true).await {
                     Ok(()) => self.inner.mark(&name, true),
