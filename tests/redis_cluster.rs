@@ -411,3 +411,34 @@ async fn two_instances_run_as_a_redis_user_held_to_the_prefix_on_every_node() {
         .unwrap();
     assert!(String::from_utf8_lossy(&outside.stdout).contains("NOPERM"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_published_after_the_acknowledgment_crosses_on_every_shard() {
+    let cluster = Cluster::start();
+    let (a, b) = (cluster.instance(), cluster.instance());
+    let _warm = b
+        .listen("alice", 0, json!({"toolsListChanged": true}))
+        .await;
+    eventually("both connected", || async {
+        a.bus.is_connected() && b.bus.is_connected()
+    })
+    .await;
+    // Fresh channels, on every shard: each listen is acknowledged once its
+    // shard confirmed the subscription.
+    let mut shards = std::collections::HashSet::new();
+    for i in 0..20 {
+        let uri = format!("{LOGS}/fresh-{i}");
+        shards.insert(cluster.owner(&b.bus.channel_name(Channel::Resource(&uri))));
+        let mut stream = b
+            .listen("alice", i + 1, json!({"resourceSubscriptions": [uri]}))
+            .await;
+        let published = a.hub.publisher().resource_updated(&uri).await;
+        assert_eq!(published.remote, Ok(()));
+        assert_eq!(
+            stream.message().await["params"]["uri"],
+            uri,
+            "fresh channel {i}"
+        );
+    }
+    assert_eq!(shards.len(), 3, "the fresh channels span every shard");
+}
