@@ -4,11 +4,11 @@
 //! per second; the time from each publish to its delivery on the stream:
 //! p50, p99 and the worst.
 //!
-//! `cargo bench --features redis --bench hub_latency`
+//! `cargo bench --features redis --bench hub_latency`; with `-- --cluster`,
+//! the same on a three-node Redis Cluster (sharded pub/sub), started here
+//! on free ports and stopped at the end.
 
 use std::convert::Infallible;
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,53 +19,41 @@ use mcp_edge::{Principal, ServerProfile};
 use tower::{Layer, Service, ServiceExt};
 
 mod common;
+#[path = "../tests/bus/servers.rs"]
+mod servers;
 
 const EVENTS: usize = 10_000;
 const RATE: Duration = Duration::from_millis(1);
 const URI: &str = "file:///project/src/hot.rs";
 
 fn main() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server is installed");
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let url = format!("redis://127.0.0.1:{port}/");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let result = runtime.block_on(measure(&url));
-    let _ = redis.kill();
-    let _ = redis.wait();
-    let mut latencies = result;
+    let (name, mut latencies) = if std::env::args().any(|arg| arg == "--cluster") {
+        let cluster = servers::Cluster::start();
+        let bus = || RedisBus::cluster(cluster.urls(), "bench").unwrap();
+        let subscribers = |channel: &str| cluster.subscribers(channel);
+        let latencies = runtime.block_on(measure(bus, subscribers));
+        ("hub_latency_redis_cluster", latencies)
+    } else {
+        let redis = servers::Redis::start();
+        let bus = || RedisBus::new(&redis.url(), "bench").unwrap();
+        let subscribers = |channel: &str| {
+            let out = redis.cli(&["pubsub", "numsub", channel]);
+            out.lines().last().unwrap().trim().parse().unwrap()
+        };
+        (
+            "hub_latency_redis",
+            runtime.block_on(measure(bus, subscribers)),
+        )
+    };
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
     println!(
-        "SUMMARY\thub_latency_redis\tevents={}\tp50={:?}\tp99={:?}\tmax={:?}",
+        "SUMMARY\t{name}\tevents={}\tp50={:?}\tp99={:?}\tmax={:?}",
         latencies.len(),
         at(0.50),
         at(0.99),
@@ -73,12 +61,12 @@ fn main() {
     );
 }
 
-async fn measure(url: &str) -> Vec<Duration> {
+/// The latencies of `EVENTS` updates from a hub on one `bus()` to a stream
+/// on a hub on another, once `subscribers(channel)` counts the second's
+/// subscription.
+async fn measure(bus: impl Fn() -> RedisBus, subscribers: impl Fn(&str) -> i64) -> Vec<Duration> {
     let profile = ServerProfile::builder().build().unwrap();
-    let (a_bus, b_bus) = (
-        RedisBus::new(url, "bench").unwrap(),
-        RedisBus::new(url, "bench").unwrap(),
-    );
+    let (a_bus, b_bus) = (bus(), bus());
     let a = ListenHub::builder(profile.clone())
         .bus(a_bus.clone())
         .build();
@@ -96,18 +84,7 @@ async fn measure(url: &str) -> Vec<Duration> {
 
     // Wait until both are connected and b is subscribed.
     let channel = b_bus.channel_name(Channel::Resource(URI));
-    let client = redis::Client::open(url).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-    loop {
-        let (_, subscribed): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(&channel)
-            .query_async(&mut connection)
-            .await
-            .unwrap();
-        if subscribed == 1 && a_bus.is_connected() {
-            break;
-        }
+    while subscribers(&channel) != 1 || !a_bus.is_connected() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 

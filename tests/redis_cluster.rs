@@ -5,200 +5,19 @@
 //! instances of a deployment.
 #![cfg(feature = "redis")]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use mcp_edge::hub::{Channel, RedisBus};
 use serde_json::json;
 
 mod bus;
 
-use bus::{crosses, eventually, profile, Instance, Redis, Stream};
+use bus::{crosses, eventually, profile, Cluster, Instance, Stream};
 
-/// Three primaries, no replicas, every slot assigned; stopped and their
-/// files removed when dropped.
-struct Cluster {
-    dir: PathBuf,
-    nodes: Vec<Redis>,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "mcp-edge-cluster-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let nodes = (0..3)
-            .map(|_| Redis::start_with(|port| node_options(&dir, port)))
-            .collect();
-        let cluster = Self { dir, nodes };
-        let mut create = Command::new("redis-cli");
-        create.arg("--cluster").arg("create");
-        create.args(
-            cluster
-                .nodes
-                .iter()
-                .map(|node| format!("127.0.0.1:{}", node.port)),
-        );
-        let created = create
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .status()
-            .expect("redis-cli is installed (apt-get install redis-server)");
-        assert!(created.success(), "redis-cli --cluster create failed");
-        cluster.wait_ok();
-        cluster
-    }
-
-    fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Redis::url).collect()
-    }
-
-    fn instance(&self) -> Instance {
-        Instance::on(RedisBus::cluster(self.urls(), "app").unwrap(), profile())
-    }
-
-    /// What `redis-cli` prints for `args` sent to node `node`.
-    fn cli(&self, node: usize, args: &[&str]) -> String {
-        let output = Command::new("redis-cli")
-            .args(["-p", &self.nodes[node].port.to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap()
-    }
-
-    /// Waits until every node sees every slot served and every node.
-    fn wait_ok(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        for node in 0..self.nodes.len() {
-            loop {
-                let info = self.cli(node, &["cluster", "info"]);
-                let ok = [
-                    "cluster_state:ok",
-                    "cluster_slots_ok:16384",
-                    "cluster_known_nodes:3",
-                ]
-                .iter()
-                .all(|line| info.lines().any(|l| l.trim() == *line));
-                if ok {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "cluster not ok: {info}");
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
-
-    fn id(&self, node: usize) -> String {
-        self.cli(node, &["cluster", "myid"]).trim().to_owned()
-    }
-
-    /// The slots node `node` serves, as it says.
-    fn slots(&self, node: usize) -> Vec<(u16, u16)> {
-        let nodes = self.cli(node, &["cluster", "nodes"]);
-        let myself = nodes
-            .lines()
-            .find(|line| line.contains("myself"))
-            .expect("a line of its own");
-        myself
-            .split(' ')
-            .skip(8)
-            .filter(|range| !range.starts_with('['))
-            .map(|range| match range.split_once('-') {
-                Some((low, high)) => (low.parse().unwrap(), high.parse().unwrap()),
-                None => (range.parse().unwrap(), range.parse().unwrap()),
-            })
-            .collect()
-    }
-
-    /// The node that serves `channel`'s slot.
-    fn owner(&self, channel: &str) -> usize {
-        let slot: u16 = self
-            .cli(0, &["cluster", "keyslot", channel])
-            .trim()
-            .parse()
-            .unwrap();
-        (0..self.nodes.len())
-            .find(|node| {
-                self.slots(*node)
-                    .iter()
-                    .any(|(low, high)| (*low..=*high).contains(&slot))
-            })
-            .expect("every slot is served")
-    }
-
-    /// `PUBSUB SHARDNUMSUB channel` on node `node`.
-    fn shardnumsub(&self, node: usize, channel: &str) -> i64 {
-        let out = self.cli(node, &["pubsub", "shardnumsub", channel]);
-        out.lines().last().unwrap().trim().parse().unwrap()
-    }
-
-    /// Moves every slot of node `from` to node `to`, as an operator does.
-    fn reshard(&self, from: usize, to: usize) {
-        let count: u32 = self
-            .slots(from)
-            .iter()
-            .map(|(low, high)| u32::from(high - low) + 1)
-            .sum();
-        let moved = Command::new("redis-cli")
-            .args([
-                "--cluster",
-                "reshard",
-                &format!("127.0.0.1:{}", self.nodes[from].port),
-            ])
-            .args([
-                "--cluster-from",
-                &self.id(from),
-                "--cluster-to",
-                &self.id(to),
-            ])
-            .args(["--cluster-slots", &count.to_string(), "--cluster-yes"])
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(moved.success(), "redis-cli --cluster reshard failed");
-        self.wait_ok();
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            node.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A cluster node's options: its configuration file in `dir`, and a free
-/// port for the cluster bus.
-fn node_options(dir: &std::path::Path, port: u16) -> Vec<String> {
-    let bus = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    [
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        &format!("nodes-{port}.conf"),
-        "--cluster-port",
-        &bus.to_string(),
-        "--cluster-node-timeout",
-        "2000",
-        "--dir",
-        &dir.to_string_lossy(),
-    ]
-    .map(str::to_owned)
-    .to_vec()
+/// An instance on `cluster`, with the test profile.
+fn instance(cluster: &Cluster) -> Instance {
+    Instance::on(RedisBus::cluster(cluster.urls(), "app").unwrap(), profile())
 }
 
 /// Alice's documents, the first whose channel is on each node, in node
@@ -233,7 +52,7 @@ async fn subscribed(cluster: &Cluster, bus: &RedisBus, uri: &str, count: i64) {
 /// Two instances a and b on `cluster`, and a stream of alice's on b for
 /// one document per node, b subscribed on each node.
 async fn alice_on_b(cluster: &Cluster) -> (Instance, Instance, Vec<String>, Stream) {
-    let (a, b) = (cluster.instance(), cluster.instance());
+    let (a, b) = (instance(cluster), instance(cluster));
     let docs = one_per_node(cluster, &b.bus);
     let notifications = json!({"resourceSubscriptions": docs});
     let on_b = b.listen("alice", 1, notifications).await;
@@ -285,7 +104,7 @@ async fn two_instances_deliver_across_the_cluster_to_the_entitled_streams_only()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_sharded_subscription_per_channel_per_instance_on_its_shard() {
     let cluster = Cluster::start();
-    let (a, b) = (cluster.instance(), cluster.instance());
+    let (a, b) = (instance(&cluster), instance(&cluster));
     let docs = one_per_node(&cluster, &a.bus);
     let mut streams = Vec::new();
     for (i, instance) in [&a, &a, &b, &b].into_iter().enumerate() {
@@ -415,7 +234,7 @@ async fn two_instances_run_as_a_redis_user_held_to_the_prefix_on_every_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_published_after_the_acknowledgment_crosses_on_every_shard() {
     let cluster = Cluster::start();
-    let (a, b) = (cluster.instance(), cluster.instance());
+    let (a, b) = (instance(&cluster), instance(&cluster));
     let _warm = b
         .listen("alice", 0, json!({"toolsListChanged": true}))
         .await;

@@ -1,11 +1,13 @@
 //! Pieces the Redis tests share (`tests/redis.rs` on one node,
 //! `tests/redis_cluster.rs` on a cluster): instances of a hub on the Redis
-//! bus behind the listen filter, the streams they open, and waits.
+//! bus behind the listen filter, the streams they open, and waits; the
+//! Redis servers themselves are in `servers.rs` (which
+//! `benches/hub_latency.rs` shares).
 #![allow(dead_code)]
 
+pub mod servers;
+
 use std::convert::Infallible;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,117 +19,8 @@ use mcp_edge::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
 use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// A `redis-server` of this test, on a loopback port; stopped when dropped.
-pub struct Redis {
-    pub port: u16,
-    /// What the server is started with beside its port (a cluster node's
-    /// options).
-    options: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Redis {
-    /// A server on a free port. The port is free when it is picked, but
-    /// another test's server may take it first: this one then exits, and
-    /// another port is tried.
-    pub fn start() -> Self {
-        Self::start_with(|_| Vec::new())
-    }
-
-    /// A server on a free port, started with `options(port)` too.
-    pub fn start_with(options: impl Fn(u16) -> Vec<String>) -> Self {
-        for _ in 0..10 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut redis = Self {
-                port,
-                options: options(port),
-                child: None,
-            };
-            redis.run();
-            if redis.owns_port() {
-                return redis;
-            }
-            redis.stop();
-        }
-        panic!("no free port for redis-server");
-    }
-
-    /// Whether the server still runs once its port answers (one that could
-    /// not bind it has exited).
-    fn owns_port(&mut self) -> bool {
-        std::thread::sleep(Duration::from_millis(50));
-        let child = self.child.as_mut().expect("running");
-        matches!(child.try_wait(), Ok(None))
-    }
-
-    /// Starts the server (again), on its port.
-    pub fn run(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(&self.options)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (apt-get install redis-server)");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Sends `signal` (`STOP`, `CONT`) to the server: a stopped one keeps
-    /// its connections and answers nothing.
-    pub fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("running").id().to_string();
-        let sent = Command::new("kill")
-            .args([format!("-{signal}"), pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// A plain connection, for `PUBSUB NUMSUB` and raw messages.
-    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
-    }
-
-    pub async fn numsub(&self, channel: &str) -> i64 {
-        let (_, count): (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg(channel)
-            .query_async(&mut self.connection().await)
-            .await
-            .unwrap();
-        count
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+#[allow(unused_imports)]
+pub use self::servers::{Cluster, Redis};
 
 pub fn profile() -> ServerProfile {
     ServerProfile::builder()
