@@ -4,6 +4,7 @@
 # Usage: benches/soak.sh [--debug] [--streams N] [--wave N] [--requests N]
 #                        [--workers N] [--rss-baseline-wave N] [--max-seconds S]
 #                        [--malloc glibc|jemalloc] [--redis] [--events N]
+#                        [--hold N [--http2]]
 #
 #   --streams N      listen streams opened and dropped, in waves (10000)
 #   --wave N         streams per wave (500)
@@ -27,6 +28,21 @@
 #                    (4), alternately on each instance, that every stream is
 #                    entitled to: all must arrive (0 lost); both servers'
 #                    RSS within 10 %
+#   --hold N         instead of the waves: N listen streams opened (--wave at
+#                    a time) and held open at once, each on its own
+#                    connection from one of the source addresses 127.0.0.1,
+#                    127.0.0.2, ... (10 000 each); GET /debug/streams must
+#                    count all N; --events updates (4) that every stream is
+#                    entitled to must all arrive (0 lost); prints the
+#                    server's RSS per open stream and the time to open them;
+#                    then all are dropped and the count must fall to 0. The
+#                    server's caps are lifted to N, and the open files limit
+#                    (ulimit -n) raised for the server and the client. No
+#                    mixed requests unless --requests is given
+#   --http2          with --hold: the streams go 200 to an HTTP/2 connection
+#                    (h2c, prior knowledge) instead, for when ulimit -n cannot
+#                    be raised to N (raising the hard limit needs
+#                    CAP_SYS_RESOURCE)
 #
 # Builds the server and the load client (examples/soak.rs, honouring
 # CARGO_TARGET_DIR), starts the server on a free 127.0.0.1 port with
@@ -49,11 +65,18 @@ PROFILE=release
 MAX_SECONDS=3600
 MALLOC=glibc
 REDIS=0
+HOLD=0
+HTTP2=0
+REQUESTS_GIVEN=0
 CLIENT_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --debug) PROFILE=debug ;;
-    --streams|--wave|--requests|--workers|--rss-baseline-wave) CLIENT_ARGS+=("$1" "${2:?$1 needs a value}"); shift ;;
+    --streams|--wave|--requests|--workers|--rss-baseline-wave) CLIENT_ARGS+=("$1" "${2:?$1 needs a value}")
+      [ "$1" = --requests ] && REQUESTS_GIVEN=1
+      shift ;;
+    --hold) HOLD="${2:?--hold needs a value}"; CLIENT_ARGS+=("$1" "$2"); shift ;;
+    --http2) HTTP2=1; CLIENT_ARGS+=("$1") ;;
     --max-seconds) MAX_SECONDS="${2:?--max-seconds needs a value}"; shift ;;
     --malloc) MALLOC="${2:?--malloc needs a value}"; shift ;;
     --redis) REDIS=1 ;;
@@ -65,6 +88,23 @@ while [ $# -gt 0 ]; do
 done
 
 fail_setup() { echo "error: $*" >&2; exit 2; }
+
+case "$HOLD" in ''|*[!0-9]*) fail_setup "--hold needs a number" ;; esac
+[ "$HTTP2" -eq 1 ] && [ "$HOLD" -eq 0 ] && fail_setup "--http2 goes with --hold"
+[ "$HOLD" -gt 0 ] && [ "$REDIS" -eq 1 ] && fail_setup "--hold is for one instance: not with --redis"
+if [ "$HOLD" -gt 0 ]; then
+  [ "$REQUESTS_GIVEN" -eq 1 ] || CLIENT_ARGS+=(--requests 0)
+  # Each of the server and the client holds a socket per stream (per 200
+  # with --http2), besides a few of its own.
+  if [ "$HTTP2" -eq 1 ]; then FILES=$((HOLD / 200 + 1024)); else FILES=$((HOLD + 1024)); fi
+  HARD="$(ulimit -Hn)"
+  if [ "$HARD" != unlimited ] && [ "$HARD" -lt "$FILES" ]; then
+    ulimit -Hn "$FILES" 2>/dev/null \
+      || fail_setup "--hold $HOLD needs $FILES open files, the hard limit is $HARD and cannot be raised here (that needs CAP_SYS_RESOURCE): try --http2"
+  fi
+  ulimit -Sn "$FILES"
+  echo "== open files limit (ulimit -n): $(ulimit -n)"
+fi
 
 echo "== building the server and the load client ($PROFILE)"
 BUILD=(cargo build --quiet --example server --example soak)
@@ -128,6 +168,8 @@ start_server() {
 # Every stream of the load client is alice's: the per-caller cap of listen
 # streams (default 64) is lifted for it.
 SERVER_ARGS=(--max-streams-per-caller 1000000)
+# --hold N keeps N open at once: over the default cap in all (10 000).
+[ "$HOLD" -gt 10000 ] && SERVER_ARGS+=(--max-streams "$HOLD")
 if [ "$REDIS" -eq 1 ]; then
   command -v redis-server >/dev/null || fail_setup "redis-server is needed (apt-get install redis-server)"
   REDIS_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --example soak -- --port PORT [--pid SERVER_PID]
 //!     [--streams 10000] [--wave 500] [--requests 1000000] [--workers 16]
-//!     [--rss-baseline-wave 1]
+//!     [--rss-baseline-wave 1] [--hold N [--http2] [--events 4]]
 //! ```
 //!
 //! Two phases, against `http://127.0.0.1:PORT` only:
@@ -18,23 +18,51 @@
 //!    connections: `server/discover`, `tools/call` echo, listen open and
 //!    close (a fresh connection each), and listens with a bad filter (400).
 //!
+//! With `--hold N`, phase 1 is instead: N listen streams opened (`--wave` at
+//! a time) and all held open at once, each on its own connection (bound to
+//! the source addresses 127.0.0.1, 127.0.0.2, … 10 000 streams each, so that
+//! no source address runs out of ephemeral ports), or with `--http2` 200 on
+//! each HTTP/2 connection (the server's concurrent stream limit, hyper's
+//! default). `GET /debug/streams` must count all N; `--events` updates of
+//! alice's notes, which every stream is entitled to, must all be read off
+//! every stream (0 lost); with `--pid`, the server's RSS per open stream is
+//! reported; then all are dropped and the count must fall back to 0.
+//!
 //! Any unexpected status or body is counted, the first few are printed, and
 //! the exit status is 1 when anything went wrong. Every network wait is
 //! bounded by a timeout.
 
 use std::error::Error;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use memchr::memmem;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};
-use tokio::time::timeout;
+use tokio::task::JoinHandle;
+use tokio::time::{timeout, timeout_at};
 
 /// The bound on any single network wait.
 const WAIT: Duration = Duration::from_secs(30);
 /// How many failures are printed in full.
 const SHOWN: u64 = 10;
+/// With `--hold`: the bound on reading every held stream's updates, and on
+/// the count falling back to 0 once they are dropped.
+const HOLD_WAIT: Duration = Duration::from_secs(120);
+/// Held streams per source address (one address has ~28 000 ephemeral
+/// ports towards one server port).
+const STREAMS_PER_SOURCE: u64 = 10_000;
+/// Held streams per HTTP/2 connection: hyper's default
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`, which the server keeps.
+const STREAMS_PER_H2: u64 = 200;
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
 
@@ -47,8 +75,13 @@ struct Args {
     /// the two, and every wave's updates are published on both.
     peer_port: Option<u16>,
     peer_pid: Option<u32>,
-    /// Updates published per wave (two instances only).
+    /// Updates published per wave (two instances only), or once all
+    /// `hold` streams are open.
     events: u64,
+    /// Listen streams held open at once instead of the waves (0: waves).
+    hold: u64,
+    /// The held streams go over HTTP/2 connections.
+    http2: bool,
     streams: u64,
     wave: u64,
     requests: u64,
@@ -63,6 +96,8 @@ fn parse_args() -> std::result::Result<Args, String> {
         peer_port: None,
         peer_pid: None,
         events: 4,
+        hold: 0,
+        http2: false,
         streams: 10_000,
         wave: 500,
         requests: 1_000_000,
@@ -71,6 +106,10 @@ fn parse_args() -> std::result::Result<Args, String> {
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
+        if flag == "--http2" {
+            args.http2 = true;
+            continue;
+        }
         let value = argv.next().ok_or(format!("{flag} needs a value"))?;
         let number = || value.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
         match flag.as_str() {
@@ -83,6 +122,7 @@ fn parse_args() -> std::result::Result<Args, String> {
                 args.peer_pid = Some(value.parse().map_err(|e| format!("--peer-pid: {e}"))?)
             }
             "--events" => args.events = number()?,
+            "--hold" => args.hold = number()?,
             "--streams" => args.streams = number()?,
             "--wave" => args.wave = number()?.max(1),
             "--requests" => args.requests = number()?,
@@ -93,6 +133,12 @@ fn parse_args() -> std::result::Result<Args, String> {
     }
     if args.port == 0 {
         return Err("--port is required".into());
+    }
+    if args.http2 && args.hold == 0 {
+        return Err("--http2 goes with --hold".into());
+    }
+    if args.hold > 0 && args.peer_port.is_some() {
+        return Err("--hold is for one instance: no --peer-port".into());
     }
     Ok(args)
 }
@@ -129,11 +175,20 @@ struct Head {
 
 impl Conn {
     async fn open(port: u16) -> Result<Self> {
+        Self::open_from(port, None).await
+    }
+
+    /// A connection from `source` (port chosen by the kernel), or from
+    /// wherever the kernel routes it.
+    async fn open_from(port: u16, source: Option<Ipv4Addr>) -> Result<Self> {
         let socket = TcpSocket::new_v4()?;
         // The client closes first, thousands of times: an abortive close
         // keeps the loopback port range free of TIME_WAIT entries.
         #[allow(deprecated)]
         socket.set_linger(Some(Duration::ZERO))?;
+        if let Some(source) = source {
+            socket.bind(SocketAddr::from((source, 0)))?;
+        }
         let stream = timeout(WAIT, socket.connect(([127, 0, 0, 1], port).into())).await??;
         stream.set_nodelay(true)?;
         Ok(Self {
@@ -261,7 +316,11 @@ const BAD_FILTERS: [&str; 3] = [
 
 /// Opens a listen stream and reads its acknowledgment; the caller drops it.
 async fn open_listen(port: u16, id: u64) -> Result<Conn> {
-    let mut conn = Conn::open(port).await?;
+    listen_on(Conn::open(port).await?, id).await
+}
+
+/// Sends a listen on `conn` and reads its acknowledgment.
+async fn listen_on(mut conn: Conn, id: u64) -> Result<Conn> {
     let head = conn
         .send(
             "POST",
@@ -500,6 +559,215 @@ async fn listen_waves(args: &Args, failures: &Failures) -> Result<()> {
     Ok(())
 }
 
+// --- phase 1 with --hold ---------------------------------------------------
+
+/// One listen stream held open: on its own HTTP/1.1 connection, or one
+/// stream of an HTTP/2 connection.
+enum Held {
+    Http1(Conn),
+    Http2(Incoming),
+}
+
+impl Held {
+    /// The next piece of the stream's body, or None at its end.
+    async fn data(&mut self) -> Result<Option<Bytes>> {
+        match self {
+            Held::Http1(conn) => Ok(conn.chunk().await?.map(Bytes::from)),
+            Held::Http2(body) => loop {
+                let Some(frame) = timeout(WAIT, body.frame()).await? else {
+                    return Ok(None);
+                };
+                if let Ok(data) = frame?.into_data() {
+                    return Ok(Some(data));
+                }
+            },
+        }
+    }
+
+    /// Reads until `events` resource updates came, the stream ended or
+    /// `deadline` passed; how many came.
+    async fn updates(&mut self, events: u64, deadline: tokio::time::Instant) -> u64 {
+        const UPDATED: &[u8] = b"notifications/resources/updated";
+        // An update split between two pieces is counted once it is whole.
+        let mut carry = Vec::new();
+        let mut seen = 0;
+        while seen < events {
+            let Ok(Ok(Some(data))) = timeout_at(deadline, self.data()).await else {
+                break;
+            };
+            carry.extend_from_slice(&data);
+            seen += memmem::find_iter(&carry, UPDATED).count() as u64;
+            let keep = carry.len().min(UPDATED.len() - 1);
+            carry.drain(..carry.len() - keep);
+        }
+        seen
+    }
+}
+
+/// An HTTP/2 connection (prior knowledge) and the task that drives it.
+async fn h2_connect(port: u16) -> Result<(SendRequest<Full<Bytes>>, JoinHandle<()>)> {
+    let tcp = timeout(WAIT, TcpStream::connect(("127.0.0.1", port))).await??;
+    tcp.set_nodelay(true)?;
+    let (sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
+    let task = tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            eprintln!("an HTTP/2 connection ended: {error}");
+        }
+    });
+    Ok((sender, task))
+}
+
+/// Opens a listen stream on an HTTP/2 connection and reads its
+/// acknowledgment.
+async fn listen_h2(mut sender: SendRequest<Full<Bytes>>, port: u16, id: u64) -> Result<Held> {
+    timeout(WAIT, sender.ready()).await??;
+    let body = listen_body(id, GOOD_FILTER);
+    let mut request = http::Request::post(format!("http://127.0.0.1:{port}/mcp"))
+        .header("Content-Length", body.len());
+    for (name, value) in post_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let request = request.body(Full::new(Bytes::from(body)))?;
+    let response = timeout(WAIT, sender.send_request(request)).await??;
+    if response.status() != 200 {
+        return Err(format!("listen answered {}", response.status()).into());
+    }
+    let mut held = Held::Http2(response.into_body());
+    let first = held.data().await?.ok_or("listen stream ended at once")?;
+    let first = String::from_utf8_lossy(&first);
+    if !first.contains("notifications/subscriptions/acknowledged") {
+        return Err(format!("listen began with {first:?}").into());
+    }
+    Ok(held)
+}
+
+/// Opens `args.hold` listen streams, `args.wave` at a time; the HTTP/2
+/// connections' tasks, to be aborted once the streams are dropped.
+async fn open_held(args: &Args, failures: &Failures) -> Result<(Vec<Held>, Vec<JoinHandle<()>>)> {
+    let mut senders = Vec::new();
+    let mut tasks = Vec::new();
+    if args.http2 {
+        for _ in 0..args.hold.div_ceil(STREAMS_PER_H2) {
+            let (sender, task) = h2_connect(args.port).await?;
+            senders.push(sender);
+            tasks.push(task);
+        }
+    }
+    let sources = args.hold.div_ceil(STREAMS_PER_SOURCE).min(254);
+    let port = args.port;
+    let opened: Vec<Result<Held>> = futures_util::stream::iter(0..args.hold)
+        .map(|id| {
+            let sender = senders.get((id / STREAMS_PER_H2) as usize).cloned();
+            async move {
+                match sender {
+                    Some(sender) => listen_h2(sender, port, id).await,
+                    None => {
+                        let source = Ipv4Addr::new(127, 0, 0, 1 + (id % sources) as u8);
+                        let conn = Conn::open_from(port, Some(source)).await?;
+                        Ok(Held::Http1(listen_on(conn, id).await?))
+                    }
+                }
+            }
+        })
+        .buffer_unordered(args.wave as usize)
+        .collect()
+        .await;
+    let mut held = Vec::with_capacity(opened.len());
+    for result in opened {
+        match result {
+            Ok(stream) => held.push(stream),
+            Err(error) => failures.record("listen (held)", error),
+        }
+    }
+    Ok((held, tasks))
+}
+
+/// Waits, within [`HOLD_WAIT`], for `GET /debug/streams` to count `expected`.
+async fn settle(port: u16, expected: u64) -> Result<u64> {
+    let deadline = Instant::now() + HOLD_WAIT;
+    let mut registered = open_streams(port).await?;
+    while registered != expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        registered = open_streams(port).await?;
+    }
+    Ok(registered)
+}
+
+async fn hold(args: &Args, failures: &Failures) -> Result<()> {
+    let rss = || args.pid.and_then(rss_kib);
+    let before = rss();
+    let transport = if args.http2 {
+        format!("{} HTTP/2 connections", args.hold.div_ceil(STREAMS_PER_H2))
+    } else {
+        let sources = args.hold.div_ceil(STREAMS_PER_SOURCE).min(254);
+        format!("one connection each, from 127.0.0.1 to 127.0.0.{sources}")
+    };
+    let started = Instant::now();
+    let (mut held, tasks) = open_held(args, failures).await?;
+    println!(
+        "held: {} of {} listen streams open in {:.1} s ({transport}, {} at a time)",
+        held.len(),
+        args.hold,
+        started.elapsed().as_secs_f64(),
+        args.wave
+    );
+    let registered = open_streams(args.port).await?;
+    println!("registered: {registered}");
+    if registered != args.hold {
+        failures.record(
+            "registered streams",
+            format!("{registered} registered, {} asked for", args.hold),
+        );
+    }
+    let with_open = rss();
+    if let (Some(before), Some(with_open)) = (before, with_open) {
+        println!(
+            "RSS before: {before} KiB, with {} open: {with_open} KiB: {:.0} bytes per open stream",
+            held.len(),
+            (with_open as f64 - before as f64) * 1024.0 / held.len().max(1) as f64
+        );
+    }
+
+    // Every stream is entitled to every update of alice's notes.
+    for event in 0..args.events {
+        touch(args.port, event).await?;
+    }
+    let reading = Instant::now();
+    let deadline = tokio::time::Instant::now() + HOLD_WAIT;
+    let seen = futures_util::future::join_all(
+        held.iter_mut()
+            .map(|stream| stream.updates(args.events, deadline)),
+    )
+    .await;
+    let delivered: u64 = seen.iter().sum();
+    let lost: u64 = seen.iter().map(|n| args.events.saturating_sub(*n)).sum();
+    println!(
+        "updates: {delivered} delivered, {lost} lost (every stream is entitled to {}), read in {:.1} s",
+        args.events,
+        reading.elapsed().as_secs_f64()
+    );
+    if lost > 0 {
+        failures.record("updates lost", lost);
+    }
+
+    let dropping = Instant::now();
+    drop(held);
+    for task in tasks {
+        task.abort();
+    }
+    let left = settle(args.port, 0).await?;
+    println!(
+        "dropped: {left} left registered after {:.1} s, RSS {}",
+        dropping.elapsed().as_secs_f64(),
+        rss().map_or("?".to_owned(), |kib| format!("{kib} KiB"))
+    );
+    if left != 0 {
+        failures.record("streams left after the held ones were dropped", left);
+    }
+    Ok(())
+}
+
 // --- phase 2 ---------------------------------------------------------------
 
 #[derive(Default)]
@@ -670,7 +938,11 @@ async fn mixed(args: &Args, failures: &Arc<Failures>) -> Result<()> {
 async fn main() -> Result<()> {
     let args = parse_args()?;
     let failures = Arc::new(Failures::default());
-    listen_waves(&args, &failures).await?;
+    if args.hold > 0 {
+        hold(&args, &failures).await?;
+    } else {
+        listen_waves(&args, &failures).await?;
+    }
     if args.requests > 0 {
         mixed(&args, &failures).await?;
     }
