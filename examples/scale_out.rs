@@ -58,13 +58,16 @@
 //!   which copies it to every other node over the cluster bus; every node
 //!   sends it to its own subscribers of the channel.
 //!
-//! Per node it counts: the subscriptions it holds, the publications
-//! clients send into it, the messages it sends to subscribers, and
-//! (classic) the node-to-node copies it sends and receives. Per instance:
-//! the messages Redis sends it, and the deliveries left after it drops its
-//! own messages and the same message heard on a second channel (as
-//! `RedisBus` does). Every count is printed as a total and per update (or
-//! per stream), so that it can be scaled to other rates.
+//! A *publication* is one `PUBLISH` (or `SPUBLISH`) on one channel; a
+//! *change* (an update or a list change, one `Publisher` call) makes one
+//! publication per channel it is published on. Per node the model counts:
+//! the subscriptions it holds, the publications clients send into it, the
+//! messages it sends to subscribers, and (classic) the node-to-node copies
+//! it sends and receives. Per instance: the messages Redis sends it, and
+//! the deliveries left after it drops its own messages and the same
+//! message heard on a second channel (as `RedisBus` does). Subscriptions
+//! are printed as totals, everything else per change, so that it can be
+//! scaled to any rate of changes.
 
 use std::collections::{HashMap, HashSet};
 use std::process::ExitCode;
@@ -945,8 +948,8 @@ async fn main() -> ExitCode {
 
 /// Prints what the run counted.
 fn report(args: &Args, tree: &Tree, model: &Model, run: &Run, streams: &[Stream]) {
-    let publications = run.updates + run.list_changes;
-    let per = |n: u64| n as f64 / publications.max(1) as f64;
+    let changes = run.updates + run.list_changes;
+    let per = |n: u64| n as f64 / changes.max(1) as f64;
     let sum = |f: fn(&Heard) -> u64| model.heard.iter().map(f).sum::<u64>();
     let max = |f: fn(&Heard) -> u64| model.heard.iter().map(f).max().unwrap_or(0);
     let subscriptions: u64 = model
@@ -973,7 +976,7 @@ fn report(args: &Args, tree: &Tree, model: &Model, run: &Run, streams: &[Stream]
         args.list_share
     );
     println!(
-        "published: {} updates + {} list changes on random instances; {:.2} channels per publication; message {:.0} bytes (mean)",
+        "published: {} updates + {} list changes (changes) on random instances; {:.2} channels per change; message {:.0} bytes (mean)",
         run.updates,
         run.list_changes,
         per(published),
@@ -988,7 +991,7 @@ fn report(args: &Args, tree: &Tree, model: &Model, run: &Run, streams: &[Stream]
         model.unsubscribes
     );
     println!(
-        "instances, per publication: Redis sends {:.3} messages to all, {:.3} to the busiest; {:.3} delivered to hubs after echoes and repeats are dropped ({:.3} to the busiest); events queued on streams {:.3} ({:.3} by the publisher's own hub)",
+        "instances, per change: Redis sends {:.3} messages to all, {:.3} to the busiest; {:.3} delivered to hubs after echoes and repeats are dropped ({:.3} to the busiest); events queued on streams {:.3} ({:.3} by the publisher's own hub)",
         per(sum(|h| h.received)),
         per(max(|h| h.received)),
         per(sum(|h| h.delivered)),
@@ -997,7 +1000,7 @@ fn report(args: &Args, tree: &Tree, model: &Model, run: &Run, streams: &[Stream]
         per(run.local),
     );
     println!();
-    println!("per node: subscriptions held; the rest per publication; max over the S nodes, mean in brackets");
+    println!("per node: subscriptions held; the rest per change (one per channel: into node, copies, handled = into + copies in, sent); max over the S nodes, mean in brackets");
     println!("| S | mode | subscriptions | into node | copies out | copies in | handled | sent to subscribers |");
     println!("|---|---|---|---|---|---|---|---|");
     for deployment in &model.deployments {
