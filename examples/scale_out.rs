@@ -976,7 +976,7 @@ fn report(args: &Args, tree: &Tree, model: &Model, run: &Run, streams: &[Stream]
         args.list_share
     );
     println!(
-        "published: {} updates + {} list changes (changes) on random instances; {:.2} channels per change; message {:.0} bytes (mean)",
+        "published: {changes} changes ({} updates, {} list changes) on random instances; {:.2} channels per change; message {:.0} bytes (mean)",
         run.updates,
         run.list_changes,
         per(published),
