@@ -26,6 +26,7 @@
 #    the bytes its node-to-node link to the second carried (ss), over the
 #    publications, CLUSTER INFO's publish counters on both, and the CPU
 #    time of both nodes per publication.
+# 4. three-node cluster: the same CPU times, with two peers to copy to.
 #
 # MSG is the message RedisBus publishes for an update of a URI of the
 # simulation's tree (examples/scale_out.rs), 114 bytes.
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --requests) REQUESTS="${2:?--requests needs a value}"; shift ;;
     --runs) RUNS="${2:?--runs needs a value}"; shift ;;
     --held) HELD="${2:?--held needs a value}"; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "pubsub: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -128,20 +129,21 @@ cpu() {
   redis-cli -p "$1" INFO cpu | tr -d '\r' | sed -n 's/^used_cpu_\(user\|sys\)://p' | paste -sd+ | bc
 }
 
-# rate PORT LABEL COMMAND CHANNEL [PEER]: RUNS redis-benchmark runs, each
-# with the server's CPU time per publication (and PEER's, if given).
+# rate PORT LABEL COMMAND CHANNEL [PEERS]: RUNS redis-benchmark runs, each
+# with the server's CPU time per publication (and that of each of PEERS, a
+# space-separated list of ports).
 rate() {
-  local port="$1" label="$2" command="$3" channel="$4" peer="${5:-}"
+  local port="$1" label="$2" command="$3" channel="$4" peers="${5:-}"
   for run in $(seq "$RUNS"); do
-    local line before after peer_before peer_after extra=""
+    local line before after peer extra=""
+    local -A peer_before=()
     before="$(cpu "$port")"
-    [ -n "$peer" ] && peer_before="$(cpu "$peer")"
+    for peer in $peers; do peer_before[$peer]="$(cpu "$peer")"; done
     line="$(redis-benchmark -p "$port" -n "$REQUESTS" -P 16 -q "$command" "$channel" "$MSG" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -1)"
     after="$(cpu "$port")"
-    if [ -n "$peer" ]; then
-      peer_after="$(cpu "$peer")"
-      extra="; the peer node $(echo "scale=2; ($peer_after - $peer_before) * 1000000 / $REQUESTS" | bc) us"
-    fi
+    for peer in $peers; do
+      extra="$extra; a peer $(echo "scale=2; ($(cpu "$peer") - ${peer_before[$peer]}) * 1000000 / $REQUESTS" | bc) us"
+    done
     echo "$label, run $run: ${line#*: }; server CPU $(echo "scale=2; ($after - $before) * 1000000 / $REQUESTS" | bc) us per publication$extra"
   done
 }
@@ -186,26 +188,39 @@ held "$P" SSUBSCRIBE
 rates "$P" SSUBSCRIBE SPUBLISH
 rate "$P" "PUBLISH in the one-node cluster, 0 subscribers" PUBLISH nobody
 
+# cluster PORTS...: a classic cluster of these nodes, every slot on the
+# first, once every node knows every other and the first has a link to each.
+cluster() {
+  local first="$1" node
+  for node in "$@"; do
+    start_redis "$node" --cluster-enabled yes --cluster-config-file nodes.conf
+  done
+  redis-cli -p "$first" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+  shift
+  for node in "$@"; do redis-cli -p "$first" CLUSTER MEET 127.0.0.1 "$node" >/dev/null; done
+  for _ in $(seq 300); do
+    local ready=1
+    redis-cli -p "$first" CLUSTER INFO | grep -q 'cluster_state:ok' || ready=0
+    for node in "$first" "$@"; do
+      redis-cli -p "$node" CLUSTER INFO | grep -q "cluster_known_nodes:$(( $# + 1 ))" || ready=0
+    done
+    for node in "$@"; do
+      [ "$(ss -tnH state established dst "127.0.0.1:$((node + 10000))" | wc -l)" -ge 1 ] || ready=0
+    done
+    [ "$ready" = 1 ] && break
+    sleep 0.1
+  done
+  sleep 1
+}
+counter() { redis-cli -p "$1" CLUSTER INFO | tr -d '\r' | sed -n "s/^$2://p"; }
+
 echo "== 3. two-node cluster: a PUBLISH broadcast"
 A="$(free_port)"
-start_redis "$A" --cluster-enabled yes --cluster-config-file nodes.conf
 B="$(free_port)"
-start_redis "$B" --cluster-enabled yes --cluster-config-file nodes.conf
-redis-cli -p "$A" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
-redis-cli -p "$A" CLUSTER MEET 127.0.0.1 "$B" >/dev/null
-for _ in $(seq 200); do
-  if redis-cli -p "$A" CLUSTER INFO | grep -q 'cluster_state:ok' \
-    && redis-cli -p "$B" CLUSTER INFO | grep -q 'cluster_known_nodes:2' \
-    && [ "$(ss -tnH state established dst "127.0.0.1:$((B + 10000))" | wc -l)" -ge 1 ]; then
-    break
-  fi
-  sleep 0.1
-done
-sleep 1
+cluster "$A" "$B"
 link_bytes() {
   ss -tinH state established dst "127.0.0.1:$((B + 10000))" | grep -o 'bytes_acked:[0-9]*' | cut -d: -f2 | paste -sd+ | bc
 }
-counter() { redis-cli -p "$1" CLUSTER INFO | tr -d '\r' | sed -n "s/^$2://p"; }
 sent_before="$(counter "$A" cluster_stats_messages_publish_sent)"
 bytes_before="$(link_bytes)"
 start="$(date +%s.%N)"
@@ -217,3 +232,11 @@ sent_after="$(counter "$A" cluster_stats_messages_publish_sent)"
 received="$(counter "$B" cluster_stats_messages_publish_received)"
 copies=$((sent_after - sent_before))
 echo "node-to-node: $copies publish messages sent by node 1 (node 2 received $received), $((bytes_after - bytes_before)) bytes on its link to node 2 in ${seconds} s: $(( (bytes_after - bytes_before) / (copies > 0 ? copies : 1) )) bytes per copy"
+
+echo "== 4. three-node cluster: a PUBLISH broadcast to two peers"
+A="$(free_port)"
+B="$(free_port)"
+C="$(free_port)"
+cluster "$A" "$B" "$C"
+rate "$A" "PUBLISH into node 1 of 3, 0 subscribers" PUBLISH nobody "$B $C"
+echo "node-to-node: node 1 sent $(counter "$A" cluster_stats_messages_publish_sent) publish messages; nodes 2 and 3 received $(counter "$B" cluster_stats_messages_publish_received) and $(counter "$C" cluster_stats_messages_publish_received)"
