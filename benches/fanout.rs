@@ -19,8 +19,10 @@
 //! Per run: last delivery (trigger sent → the last stream's arrival) and
 //! median arrival, each the median over the updates; lost updates; the
 //! server's RSS per stream ((VmRSS with the streams open − VmRSS before
-//! they opened) / streams, `/proc/PID/status`); its CPU per update
-//! ((utime + stime) over the updates / updates, `/proc/PID/stat`). Per
+//! they opened) / streams, `/proc/PID/status`; the figure is the first
+//! run's, on a fresh server: later runs reuse the heap it left); its CPU
+//! per update ((utime + stime) over the updates / updates,
+//! `/proc/PID/stat`). Per
 //! round, reference / floor of last delivery; the figure is their median.
 //!
 //! Run without `--reference` and `--floor` (as `cargo bench` does), it
@@ -499,12 +501,12 @@ async fn main() -> Result<()> {
         let runs = &runs[i];
         let pick = |f: fn(&Run) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
         println!(
-            "FANOUT_SERVER\t{:<9}\tlast {:.0} us\tmedian {:.0} us\tlost {}\tRSS/stream {:.2} KiB (first run {:.2})\tCPU/update {:.0} us\t(medians over {} rounds)",
+            "FANOUT_SERVER\t{:<9}\tlast {:.0} us\tmedian {:.0} us\tlost {}\tRSS/stream {:.2} KiB (first run)\tCPU/update {:.0} us\t(medians over {} rounds)",
             server.name,
             pick(|r| r.last),
             pick(|r| r.median),
             runs.iter().map(|r| r.lost).sum::<usize>(),
-            pick(|r| r.rss_per_stream_kib),
+            // Later runs open their streams on the heap the first one left.
             runs[0].rss_per_stream_kib,
             pick(|r| r.cpu_per_update_us),
             runs.len(),
