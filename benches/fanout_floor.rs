@@ -62,7 +62,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on http://{}/mcp", listener.local_addr()?);
     let (updates, _) = broadcast::channel::<Bytes>(BACKLOG);
     loop {
-        let (tcp, _) = listener.accept().await?;
+        // SIGINT ends the process normally (a heap profiler writes its data).
+        let (tcp, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
         // As the reference server: events are small and latency-sensitive.
         tcp.set_nodelay(true)?;
         let updates = updates.clone();
