@@ -3,6 +3,10 @@
 //! checked the way rmcp checks every 2026-07-28 request (the `Accept`
 //! header, the per-request `_meta`, the protocol-version and method
 //! headers) and then served by the hub; everything else goes to rmcp.
+//!
+//! The hub's response body reaches the `EdgeLayer` as it is, not boxed:
+//! the layer's guard passes unread only a body that is, by type, the hub's
+//! stream for its filter, and reads every event of any other.
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -16,7 +20,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use mcp_edge::hub::ListenHubService;
+use mcp_edge::hub::{ListenHubService, ResponseBody};
 use mcp_edge::jsonrpc::{
     JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION,
 };
@@ -33,8 +37,12 @@ use crate::handler::{listen_versions, Demo};
 /// sessions for the legacy era (an `initialize` opens one).
 pub type RmcpService = StreamableHttpService<Demo, LocalSessionManager>;
 
-/// The response body type of the whole MCP endpoint (rmcp's too).
+/// The response body type of rmcp.
 pub type McpBody = BoxBody<Bytes, Infallible>;
+
+/// The response body type of the whole MCP endpoint: the hub's, around
+/// rmcp's.
+pub type EndpointBody = ResponseBody<McpBody>;
 
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -57,7 +65,7 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Display + std::error::Error + Send + Sync + 'static,
 {
-    type Response = Response<McpBody>;
+    type Response = Response<EndpointBody>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
@@ -69,8 +77,7 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let mut inner = self.inner.clone();
         let Some(filter) = request.extensions().get::<HonouredFilter>().cloned() else {
-            let future = inner.call(request);
-            return Box::pin(async move { Ok(future.await?.map(BodyExt::boxed)) });
+            return Box::pin(inner.call(request));
         };
         Box::pin(async move {
             let (parts, body) = request.into_parts();
@@ -88,19 +95,16 @@ where
                 }
             };
             if let Err(error) = check_request(&parts.headers, &body) {
-                let response = error.to_response::<Full<Bytes>>(Some(filter.subscription_id()));
-                return Ok(response.map(BodyExt::boxed));
+                return Ok(error.to_response(Some(filter.subscription_id())));
             }
             let request = Request::from_parts(parts, Full::new(body));
-            Ok(inner.call(request).await?.map(BodyExt::boxed))
+            inner.call(request).await
         })
     }
 }
 
-fn plain(status: StatusCode, message: &'static str) -> Response<McpBody> {
-    let mut response = Response::new(BodyExt::boxed(Full::new(Bytes::from_static(
-        message.as_bytes(),
-    ))));
+fn plain(status: StatusCode, message: &'static str) -> Response<EndpointBody> {
+    let mut response = Response::new(Bytes::from_static(message.as_bytes()).into());
     *response.status_mut() = status;
     response
 }
