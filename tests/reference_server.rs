@@ -6,7 +6,6 @@
 //! 127.0.0.1 port, with a minimal HTTP/1.1 client (no client dependency).
 //! Every wait is bounded, and every server is stopped at the end of its test.
 
-use std::future::IntoFuture;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,10 +50,8 @@ impl Server {
         let port = listener.local_addr().expect("local addr").port();
         let app = app::build_with(port, false, bounds).expect("the example's stack builds");
         let (shutdown, signal) = tokio::sync::oneshot::channel::<()>();
-        let service = app
-            .router
-            .into_make_service_with_connect_info::<SocketAddr>();
-        let server = axum::serve(listener, service).with_graceful_shutdown(async move {
+        // The accept loop of the example, `axum::serve`'s in its place.
+        let server = mcp_edge_reference::serve::serve(listener, app.router, async move {
             let _ = signal.await;
         });
         Self {
@@ -63,7 +60,7 @@ impl Server {
             rmcp_sessions: app.rmcp_sessions,
             stop_rmcp: Some(app.stop_rmcp),
             shutdown: Some(shutdown),
-            task: Some(tokio::spawn(server.into_future())),
+            task: Some(tokio::spawn(server)),
         }
     }
 
@@ -1198,5 +1195,40 @@ async fn a_listen_over_the_global_cap_is_refused() {
     let again = readme_listen(port, Client::default(), ALICE, &mut reopened).await;
     assert_eq!(again.0, 200);
     drop((open, reopened));
+    server.stop().await;
+}
+
+/// The accept loop serves HTTP/2 by prior knowledge beside HTTP/1.1 (which
+/// every other test here goes over).
+#[tokio::test]
+async fn http2_by_prior_knowledge_is_served_by_the_accept_loop() {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let server = Server::start().await;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    let (mut send, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let request = http::Request::post(format!("http://127.0.0.1:{}/mcp", server.port))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", MODERN)
+        .header("Mcp-Method", "server/discover")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let response = send.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("\"capabilities\""), "{text}");
     server.stop().await;
 }

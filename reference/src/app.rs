@@ -33,8 +33,9 @@ pub use crate::peer::PeerAddress;
 /// Keep-alive comment interval on rmcp's idle streams.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The assembled server, ready for `axum::serve` with connect info
-/// (`into_make_service_with_connect_info::<SocketAddr>()`).
+/// The assembled server, ready for [`serve::serve`](crate::serve::serve)
+/// (or `axum::serve` with connect info,
+/// `into_make_service_with_connect_info::<SocketAddr>()`).
 pub struct App {
     /// Every route: `/mcp` behind the whole stack, and `/debug/streams`.
     pub router: Router,

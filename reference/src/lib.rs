@@ -22,4 +22,5 @@ mod edge;
 mod endpoint;
 mod handler;
 mod peer;
+pub mod serve;
 mod store;

@@ -1,0 +1,235 @@
+//! The accept loop: what `axum::serve` does, without hyper-util's version
+//! check in front of HTTP/1.
+//!
+//! Each connection is HTTP/1.1 (with upgrades) or, after the HTTP/2
+//! preface, HTTP/2 by prior knowledge, as with `axum::serve`; every request
+//! carries its peer's address (`ConnectInfo<SocketAddr>`: anonymous listens
+//! are counted by it); `TCP_NODELAY` is set (listen streams carry small,
+//! latency-sensitive events). The preface is looked for here: behind
+//! hyper-util's check (which `axum::serve` uses), hyper's HTTP/1 connection
+//! first reads the 24 bytes the check read, then reserves its next read
+//! beyond them, which grows its read buffer from 8 to 16 KiB on every
+//! connection, for as long as it is open (~7 KiB of RSS per listen stream).
+//! Here the first read hands over those bytes and what else the socket
+//! holds.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tower::Service;
+
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves `router` on `listener` until `shutdown` completes; then every
+/// connection is shut down gracefully, and this returns once they are
+/// all closed.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let (stop, stopped) = watch::channel(false);
+    let (open, mut all_closed) = mpsc::channel::<Infallible>(1);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                accept_failed(error).await;
+                continue;
+            }
+        };
+        let connection = connection(tcp, peer, router.clone(), stopped.clone());
+        let open = open.clone();
+        tokio::spawn(async move {
+            connection.await;
+            drop(open);
+        });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    drop(open);
+    // Every connection task holds a sender: `None` once all are done.
+    let _ = all_closed.recv().await;
+    Ok(())
+}
+
+/// As `axum::serve`: a failed connection is the client's business; any
+/// other error (out of file descriptors, say) pauses the loop.
+async fn accept_failed(error: io::Error) {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(%error, "accept failed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    mut stopped: watch::Receiver<bool>,
+) {
+    if let Err(error) = tcp.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY");
+    }
+    let io = match Prefaced::read(tcp).await {
+        Ok(io) => io,
+        Err(error) => return tracing::trace!(%error, "connection closed before a request"),
+    };
+    let http2 = io.is_http2();
+    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+        let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(ConnectInfo(peer));
+        // A `Router` is always ready.
+        router.clone().call(request)
+    });
+    let io = TokioIo::new(io);
+    let stop = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    let result = if http2 {
+        // Boxed: the task of every HTTP/1 connection need not have
+        // room for an HTTP/2 one.
+        let connection =
+            Box::pin(http2::Builder::new(TokioExecutor::new()).serve_connection(io, service));
+        drive(connection, stop, |c| {
+            c.get_mut().as_mut().graceful_shutdown()
+        })
+        .await
+    } else {
+        let connection = http1::Builder::new()
+            .serve_connection(io, service)
+            .with_upgrades();
+        drive(connection, stop, |c| c.graceful_shutdown()).await
+    };
+    if let Err(error) = result {
+        tracing::trace!(%error, "connection error");
+    }
+}
+
+/// Runs `connection`, shutting it down gracefully once `stop` completes.
+async fn drive<C, E>(
+    connection: C,
+    stop: impl Future<Output = ()>,
+    graceful: impl FnOnce(Pin<&mut C>),
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut connection = pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => return result,
+        () = stop => graceful(connection.as_mut()),
+    }
+    connection.await
+}
+
+/// A connection whose first bytes were read to look for the HTTP/2
+/// preface; its first read hands them over with what else the socket
+/// holds.
+struct Prefaced {
+    tcp: TcpStream,
+    first: [u8; 24],
+    len: usize,
+    given: usize,
+}
+
+impl Prefaced {
+    /// Reads until the bytes are not the preface, or are all of it (as
+    /// hyper-util does), or the connection ends.
+    async fn read(mut tcp: TcpStream) -> io::Result<Self> {
+        let mut first = [0; 24];
+        let mut len = 0;
+        while len < first.len() && first[..len] == H2_PREFACE[..len] {
+            match tcp.read(&mut first[len..]).await? {
+                0 => break,
+                n => len += n,
+            }
+        }
+        Ok(Self {
+            tcp,
+            first,
+            len,
+            given: 0,
+        })
+    }
+
+    fn is_http2(&self) -> bool {
+        self.first[..self.len] == H2_PREFACE[..]
+    }
+}
+
+impl AsyncRead for Prefaced {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.given == this.len {
+            return Pin::new(&mut this.tcp).poll_read(cx, buf);
+        }
+        let n = (this.len - this.given).min(buf.remaining());
+        buf.put_slice(&this.first[this.given..this.given + n]);
+        this.given += n;
+        if buf.remaining() > 0 {
+            // What else has come, in the same read. Not ready: these
+            // bytes are enough for now. An error comes again at the next
+            // read.
+            let _ = Pin::new(&mut this.tcp).poll_read(cx, buf);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Prefaced {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
