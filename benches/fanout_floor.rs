@@ -140,14 +140,7 @@ fn listen(
         }
     });
     let frames = stream::once(ready(Ok(Frame::data(Bytes::from(ack))))).chain(events);
-    let mut response = Response::new(Either::Right(StreamBody::new(Box::pin(frames) as Frames)));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    sse(Box::pin(frames))
 }
 
 /// rmcp's answer to `touch_resource` of `uri`, request `id`: one SSE event,
@@ -158,14 +151,22 @@ fn touched(id: &str, uri: &str) -> Response<FloorBody> {
         r#"data: {{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","content":[{{"type":"text","text":{text}}}],"isError":false}}}}"#
     ) + "\n\n";
     let frames = stream::once(ready(Ok(Frame::data(Bytes::from(event)))));
-    let mut response = Response::new(Either::Right(StreamBody::new(Box::pin(frames) as Frames)));
+    let mut response = sse(Box::pin(frames));
+    let headers = response.headers_mut();
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// An SSE answer of `frames`, with the headers both of the reference
+/// server's SSE answers carry.
+fn sse(frames: Frames) -> Response<FloorBody> {
+    let mut response = Response::new(Either::Right(StreamBody::new(frames)));
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
 }
 

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 mod bus;
 
-use bus::{crosses, eventually, profile, Instance, Redis, Stream};
+use bus::{crosses, eventually, fresh_update_crosses, profile, Instance, Redis, Stream};
 
 /// An instance on `redis`, with the test profile.
 fn instance(redis: &Redis, prefix: &str) -> Instance {
@@ -588,16 +588,6 @@ async fn an_update_published_after_the_acknowledgment_crosses() {
     })
     .await;
     for i in 0..20 {
-        let uri = format!("{LOGS}/fresh-{i}");
-        let mut stream = b
-            .listen("alice", i + 1, json!({"resourceSubscriptions": [uri]}))
-            .await;
-        let published = a.hub.publisher().resource_updated(&uri).await;
-        assert_eq!(published.remote, Ok(()));
-        assert_eq!(
-            stream.message().await["params"]["uri"],
-            uri,
-            "fresh channel {i}"
-        );
+        fresh_update_crosses(&a, &b, i).await;
     }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 mod bus;
 
-use bus::{crosses, eventually, profile, Cluster, Instance, Stream};
+use bus::{crosses, eventually, fresh_update_crosses, profile, Cluster, Instance, Stream};
 
 /// An instance on `cluster`, with the test profile.
 fn instance(cluster: &Cluster) -> Instance {
@@ -246,18 +246,8 @@ async fn an_update_published_after_the_acknowledgment_crosses_on_every_shard() {
     // shard confirmed the subscription.
     let mut shards = std::collections::HashSet::new();
     for i in 0..20 {
-        let uri = format!("{LOGS}/fresh-{i}");
+        let uri = fresh_update_crosses(&a, &b, i).await;
         shards.insert(cluster.owner(&b.bus.channel_name(Channel::Resource(&uri))));
-        let mut stream = b
-            .listen("alice", i + 1, json!({"resourceSubscriptions": [uri]}))
-            .await;
-        let published = a.hub.publisher().resource_updated(&uri).await;
-        assert_eq!(published.remote, Ok(()));
-        assert_eq!(
-            stream.message().await["params"]["uri"],
-            uri,
-            "fresh channel {i}"
-        );
     }
     assert_eq!(shards.len(), 3, "the fresh channels span every shard");
 }

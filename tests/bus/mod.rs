@@ -158,3 +158,21 @@ pub async fn crosses(from: &Instance, to: &mut Stream, uri: &str, what: &str) {
         assert!(Instant::now() < deadline, "no update crossed after {what}");
     }
 }
+
+/// A listen on `b` of a URI no stream listened on before (the `i`th), then
+/// an update of it published on `a` at once: it must cross (the listen was
+/// acknowledged once `b` was subscribed). The URI.
+pub async fn fresh_update_crosses(a: &Instance, b: &Instance, i: u32) -> String {
+    let uri = format!("demo://public/logs/fresh-{i}");
+    let mut stream = b
+        .listen("alice", i + 1, json!({"resourceSubscriptions": [uri]}))
+        .await;
+    let published = a.hub.publisher().resource_updated(&uri).await;
+    assert_eq!(published.remote, Ok(()));
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        uri,
+        "fresh channel {i}"
+    );
+    uri
+}
