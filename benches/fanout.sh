@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fan-out end to end, on loopback: the reference server (examples/server.rs)
+# Fan-out end to end, on loopback: the reference server (reference/examples/server.rs)
 # against a floor of bare hyper and tokio (benches/fanout_floor.rs) that
 # writes the same bytes.
 #

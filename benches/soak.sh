@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak test of the reference deployment (examples/server.rs), on loopback.
+# Soak test of the reference deployment (reference/examples/server.rs), on loopback.
 #
 # Usage: benches/soak.sh [--debug] [--streams N] [--wave N] [--requests N]
 #                        [--workers N] [--rss-baseline-wave N] [--max-seconds S]
@@ -44,7 +44,7 @@
 #                    be raised to N (raising the hard limit needs
 #                    CAP_SYS_RESOURCE)
 #
-# Builds the server and the load client (examples/soak.rs, honouring
+# Builds the server and the load client (reference/examples/soak.rs, honouring
 # CARGO_TARGET_DIR), starts the server on a free 127.0.0.1 port with
 # RUST_LOG=warn, and runs the client against it:
 #

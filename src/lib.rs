@@ -14,6 +14,11 @@
 //! [`EdgeLayer`] keeps both with one read of each body; the two layers stay
 //! for a deployment that wants one promise only.
 //!
+//! # Quick start
+//!
+//! Wrap the MCP server in [`EdgeLayer`], built from the [`ServerProfile`]
+//! that says what the server offers and who may read which resource:
+//!
 //! ```
 //! use mcp_edge::{EdgeLayer, Principal, ServerProfile};
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
@@ -39,6 +44,60 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The inner service gets each honoured listen with `params.notifications`
+//! rewritten to exactly the acknowledged filter, and the [`HonouredFilter`]
+//! in its request extensions (`Extension<HonouredFilter>` in axum; in rmcp,
+//! through the `http::request::Parts` in a handler's request context).
+//!
+//! # Ordering
+//!
+//! Outermost first:
+//!
+//! 1. Host/Origin validation, then **auth**, which puts the caller into the
+//!    request extensions as a [`Principal`] (or set a [`PrincipalLookup`]
+//!    on the profile).
+//! 2. **Compression and decompression**, so that the edge sees plain JSON
+//!    and plain SSE.
+//! 3. [`EdgeLayer`] (or [`CapabilitiesLayer`], then [`ListenFilterLayer`]).
+//! 4. The listen hub's layer, when the edge serves listens itself.
+//! 5. The MCP server.
+//!
+//! # The listen hub
+//!
+//! With the feature `hub`, [`hub::ListenHub`] serves every honoured listen
+//! itself: the acknowledgment, then each change the server publishes
+//! through its [`hub::Publisher`] (`resource_updated`, `list_changed`,
+//! `task_status`), to exactly the streams whose filter and caller may hear
+//! it, with a bounded backlog, keep-alives, per-caller and global caps and
+//! a graceful shutdown. Its layer goes inside [`EdgeLayer`]. Across
+//! instances, a [`hub::Bus`] carries every change: with the feature
+//! `redis`, `hub::RedisBus` on one Redis node or a Redis Cluster (sharded
+//! pub/sub).
+//!
+//! # Cargo features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `hub` | yes | [`hub`]: the listen hub, on tokio's timers (no runtime of its own) |
+//! | `redis` | no | `hub::RedisBus`: the hub's bus on Redis or a Redis Cluster (redis-rs, tokio) |
+//!
+//! Without default features the layers need no async runtime.
+//!
+//! # More
+//!
+//! In the repository: the
+//! [README](https://github.com/mcp-edge/mcp-edge#readme) (the hub in full,
+//! Redis, the commands), the reference deployment on rmcp
+//! ([docs/reference-deployment.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/reference-deployment.md)),
+//! what the edge holds against hostile clients, servers and publishers
+//! ([docs/security.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/security.md)),
+//! capacity across instances
+//! ([docs/scale-out.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/scale-out.md)),
+//! and the measured costs
+//! ([BENCHMARKS.md](https://github.com/mcp-edge/mcp-edge/blob/main/BENCHMARKS.md)).
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![doc(test(attr(deny(warnings))))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -54,6 +113,7 @@ pub mod fuzzing;
 mod hooks;
 mod http;
 #[cfg(feature = "hub")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hub")))]
 pub mod hub;
 pub mod jsonrpc;
 pub mod listen_filter;

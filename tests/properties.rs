@@ -1,21 +1,21 @@
 //! Property tests for the listen filter, the method peek, the SSE codec and
 //! the stream guard.
 //!
-//! The checks themselves live in `fuzz/common/` and are shared with the fuzz
+//! The checks themselves live in `tests/oracles/` and are shared with the fuzz
 //! targets (`fuzz/fuzz_targets/`): each property here generates inputs shaped
 //! like real traffic (proptest, default case counts) and hands them to the same
 //! check the fuzzer runs on arbitrary bytes. The method peek and SSE checks
 //! reach crate-private code through the hidden `mcp_edge::fuzzing` module.
 
-#[path = "../fuzz/common/event_oracle.rs"]
+#[path = "oracles/event_oracle.rs"]
 mod event_oracle;
-#[path = "../fuzz/common/filter_oracle.rs"]
+#[path = "oracles/filter_oracle.rs"]
 mod filter_oracle;
-#[path = "../fuzz/common/guard_oracle.rs"]
+#[path = "oracles/guard_oracle.rs"]
 mod guard_oracle;
-#[path = "../fuzz/common/peek_oracle.rs"]
+#[path = "oracles/peek_oracle.rs"]
 mod peek_oracle;
-#[path = "../fuzz/common/sse_oracle.rs"]
+#[path = "oracles/sse_oracle.rs"]
 mod sse_oracle;
 
 use mcp_edge::fuzzing::{self, sse_parse, sse_write, Method, Outcome};
@@ -595,7 +595,7 @@ proptest! {
 
 // ---------------------------------------------------------------------------
 // The stream guard: arbitrary inner streams, every message that leaves it
-// within the honoured filter (`fuzz/common/guard_oracle.rs`).
+// within the honoured filter (`tests/oracles/guard_oracle.rs`).
 
 /// A subscription tag: ours, another's, twice, or `_meta` of the wrong shape.
 fn guard_meta() -> impl Strategy<Value = String> {

@@ -1,5 +1,5 @@
 //! The listen filter (`honour`): never panics, and every result satisfies the
-//! invariants and the model in `common/filter_oracle.rs`.
+//! invariants and the model in `tests/oracles/filter_oracle.rs`.
 //!
 //! Input: two bytes picking the profile and caller (see `setup`), then the
 //! `params` JSON text.
@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../common/filter_oracle.rs"]
+#[path = "../../tests/oracles/filter_oracle.rs"]
 mod oracle;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,6 @@
 //! The stream guard: whatever an inner service sends on a listen stream, in
 //! whatever chunks, everything that leaves the guard satisfies the honoured
-//! filter as the independent model in `common/guard_oracle.rs` reads it, and
+//! filter as the independent model in `tests/oracles/guard_oracle.rs` reads it, and
 //! the chunks change nothing.
 //!
 //! Input: byte 0 = the setup (low 3 bits) and the number of cut points
@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../common/guard_oracle.rs"]
+#[path = "../../tests/oracles/guard_oracle.rs"]
 mod guard_oracle;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 
-#[path = "../common/event_oracle.rs"]
+#[path = "../../tests/oracles/event_oracle.rs"]
 mod event_oracle;
 
 fuzz_target!(|data: &[u8]| {

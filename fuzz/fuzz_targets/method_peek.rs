@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../common/peek_oracle.rs"]
+#[path = "../../tests/oracles/peek_oracle.rs"]
 mod peek_oracle;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../common/sse_oracle.rs"]
+#[path = "../../tests/oracles/sse_oracle.rs"]
 mod sse_oracle;
 
 fuzz_target!(|data: &[u8]| {

@@ -24,3 +24,26 @@ mod handler;
 mod peer;
 pub mod serve;
 mod store;
+
+/// What the server prints beside its address: a copy-paste `curl` for a
+/// discovery and one for a listen as bob, against `url`.
+pub fn try_it(url: &str) -> String {
+    let headers = "-H 'Content-Type: application/json' \\
+    -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
+    let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let discover =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{meta}}}}}"#);
+    let listen = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{{meta},"notifications":{{"resourceSubscriptions":["demo://users/alice/notes","demo://users/bob/notes"]}}}}}}"#
+    );
+    format!(
+        "try it (callers: 'Authorization: Bearer alice-token' or bob-token, or none):
+  curl -s {url} {headers} \\
+    -H 'Mcp-Method: server/discover' \\
+    -d '{discover}'
+  curl -sN {url} -H 'Authorization: Bearer bob-token' {headers} \\
+    -H 'Mcp-Method: subscriptions/listen' \\
+    -d '{listen}'
+  (bob's listen is acknowledged with his notes only; docs/reference-deployment.md has more)"
+    )
+}

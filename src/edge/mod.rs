@@ -13,9 +13,9 @@
 //! # Example
 //!
 //! ```
-//! use axum::{routing::post, Extension, Router};
+//! use axum::{routing::post, Router};
 //! use http_body_util::BodyExt;
-//! use mcp_edge::{EdgeLayer, HonouredFilter, ServerProfile};
+//! use mcp_edge::{EdgeLayer, ServerProfile};
 //! use serde_json::{json, Value};
 //! use tower::ServiceExt;
 //!

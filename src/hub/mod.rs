@@ -67,6 +67,7 @@ use serde_json::{Map, Value};
 pub use self::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox, LocalBus};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{RedisBus, RedisBusError};
 pub use self::stream::Watch;
 

@@ -62,6 +62,7 @@
 //! The acknowledgment lists only bob's notes.
 
 use std::error::Error;
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,6 +70,9 @@ use mcp_edge::hub::Bus;
 use mcp_edge_reference::app;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
+
+/// rmcp's log level when `RUST_LOG` is not set.
+const DEFAULT_RMCP_LOG: &str = "warn";
 
 /// How long shutdown waits for open connections to finish.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -191,11 +195,7 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     let args = parse_args()?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+    log();
 
     let listener = TcpListener::bind(&args.addr).await?;
     let local = listener.local_addr()?;
@@ -212,15 +212,21 @@ async fn main() -> Result<(), Box<dyn Error>> {
         ""
     };
     println!("listening on http://{local}/mcp{mode}");
+    println!(
+        "{}",
+        mcp_edge_reference::try_it(&format!("http://{local}/mcp"))
+    );
 
     let (signalled, on_signal) = tokio::sync::oneshot::channel();
     let shutdown = {
         let hub = hub.clone();
         async move {
             shutdown_signal().await;
-            // Every open listen ends with its graceful-close result, so the
-            // connections can drain.
+            // Every open listen ends with its graceful-close result, and
+            // rmcp ends its sessions' streams (a legacy GET stream among
+            // them), so the connections can drain.
             hub.shutdown();
+            stop_rmcp();
             let _ = signalled.send(());
         }
     };
@@ -239,9 +245,19 @@ async fn main() -> Result<(), Box<dyn Error>> {
             server.abort();
         }
     }
-    stop_rmcp();
     tracing::info!(open_streams = hub.open_streams(), "stopped");
     Ok(())
+}
+
+/// Logs as `RUST_LOG` says; without it, `info`, but rmcp's own lines
+/// (three a request) only from `warn` up. Colour only on a terminal.
+fn log() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("info,rmcp={DEFAULT_RMCP_LOG}")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stdout().is_terminal())
+        .init();
 }
 
 /// The bus to the other instances, when asked for: a Redis node, or a
