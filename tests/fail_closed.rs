@@ -12,7 +12,9 @@ use bytes::Bytes;
 use futures_util::stream;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
-use mcp_edge::{CapabilitiesLayer, EdgeLayer, ListenFilterLayer, Rejection, ServerProfile};
+use mcp_edge::{
+    CapabilitiesLayer, EdgeLayer, ListenFilterLayer, Rejection, RequestBody, ServerProfile,
+};
 use serde_json::{json, Value};
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
@@ -159,9 +161,26 @@ where
     B::Error: Into<BoxError> + Send + 'static,
 {
     let lenient = Arc::new(Lenient::default());
-    let inner = Inner(lenient.clone());
-    let p = profile();
-    let response = match stack {
+    let response = through(stack, profile(), Inner(lenient.clone()), request).await;
+    (response, lenient)
+}
+
+/// `request` through `stack`, built from `p`, in front of `inner`.
+async fn through<S, B, R>(
+    stack: Stack,
+    p: ServerProfile,
+    inner: S,
+    request: Request<B>,
+) -> Response<Bytes>
+where
+    S: Service<Request<RequestBody<B>>, Response = Response<R>, Error = BoxError>
+        + Service<Request<RequestBody<RequestBody<B>>>, Response = Response<R>, Error = BoxError>
+        + Clone,
+    B: http_body::Body,
+    R: http_body::Body + 'static,
+    R::Error: std::fmt::Debug,
+{
+    match stack {
         Stack::Capabilities => collect(CapabilitiesLayer::new(p).layer_to(inner), request).await,
         Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request).await,
         Stack::Stacked => {
@@ -172,8 +191,7 @@ where
             collect(service, request).await
         }
         Stack::Edge => collect(EdgeLayer::new(p).layer_to(inner), request).await,
-    };
-    (response, lenient)
+    }
 }
 
 /// `tower::Layer::layer`, named so as not to clash with `ServiceBuilder`.
@@ -526,9 +544,11 @@ async fn an_empty_content_encoding_is_identity() {
 // 7-9. What leaves the guard is exactly what it checked.
 // ---------------------------------------------------------------------------
 
-/// An inner service that answers every request with `body` and `headers`.
+/// An inner service that answers every request with `status`, `headers`
+/// and `body`.
 #[derive(Clone)]
 struct Canned {
+    status: StatusCode,
     headers: Vec<(&'static str, &'static str)>,
     body: Bytes,
     /// The answer in chunks of this size.
@@ -558,7 +578,7 @@ where
             .chunks(self.chunk.max(1))
             .map(|chunk| Ok(http_body::Frame::data(Bytes::copy_from_slice(chunk))))
             .collect();
-        let mut response = Response::builder();
+        let mut response = Response::builder().status(self.status);
         for (name, value) in &self.headers {
             response = response.header(*name, *value);
         }
@@ -589,18 +609,8 @@ fn listen_profile() -> ServerProfile {
 /// and through `EdgeLayer`: the messages the client gets, and its raw body.
 async fn guarded(canned: Canned) -> Vec<(Response<Bytes>, Vec<Value>)> {
     let mut out = Vec::new();
-    for edge in [false, true] {
-        let p = listen_profile();
-        let response = match edge {
-            false => {
-                collect(
-                    ListenFilterLayer::new(p).layer_to(canned.clone()),
-                    post(&[], ASK),
-                )
-                .await
-            }
-            true => collect(EdgeLayer::new(p).layer_to(canned.clone()), post(&[], ASK)).await,
-        };
+    for stack in [Stack::Listen, Stack::Edge] {
+        let response = through(stack, listen_profile(), canned.clone(), post(&[], ASK)).await;
         let sse = response
             .headers()
             .get("content-type")
@@ -661,6 +671,7 @@ async fn only_what_the_filter_honours_leaves_the_stream() {
     ];
     for chunk in 1..=stream.len() {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: vec![SSE],
             body: Bytes::from(stream.clone()),
             chunk,
@@ -687,6 +698,7 @@ async fn events_leave_as_they_were_parsed() {
     );
     for chunk in 1..=stream.len() {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: vec![SSE],
             body: Bytes::from(stream.clone()),
             chunk,
@@ -731,6 +743,7 @@ async fn a_listen_answered_other_than_by_a_stream_passes_only_as_its_own_answer(
     ];
     for (headers, body, expected) in cases {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: headers.to_vec(),
             body: Bytes::from(body),
             chunk: 3,
@@ -753,6 +766,7 @@ async fn a_listen_answered_other_than_by_a_stream_passes_only_as_its_own_answer(
     }
     // An empty answer carries nothing: it passes.
     let canned = Canned {
+        status: StatusCode::OK,
         headers: vec![],
         body: Bytes::new(),
         chunk: 1,
@@ -795,18 +809,7 @@ where
     for stack in [Stack::Listen, Stack::Stacked, Stack::Edge] {
         let lenient = Arc::new(Lenient::default());
         let inner = Inner(lenient.clone());
-        let p = subscribe_profile();
-        let response = match stack {
-            Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request()).await,
-            Stack::Stacked => {
-                let service = ServiceBuilder::new()
-                    .layer(CapabilitiesLayer::new(p.clone()))
-                    .layer(ListenFilterLayer::new(p))
-                    .service(inner);
-                collect(service, request()).await
-            }
-            _ => collect(EdgeLayer::new(p).layer_to(inner), request()).await,
-        };
+        let response = through(stack, subscribe_profile(), inner, request()).await;
         out.push((response, lenient));
     }
     out
@@ -1051,38 +1054,14 @@ async fn every_other_stream_drops_updates_the_caller_may_not_read() {
     for what in ["GET", "tools/call", "initialize"] {
         for chunk in 1..=stream.len() {
             let canned = Canned {
+                status: StatusCode::OK,
                 headers: vec![SSE],
                 body: Bytes::from(stream.clone()),
                 chunk,
             };
             for stack in STACKS {
-                let p = listen_profile();
-                let response = match stack {
-                    Stack::Capabilities => {
-                        collect(
-                            CapabilitiesLayer::new(p).layer_to(canned.clone()),
-                            request(what),
-                        )
-                        .await
-                    }
-                    Stack::Listen => {
-                        collect(
-                            ListenFilterLayer::new(p).layer_to(canned.clone()),
-                            request(what),
-                        )
-                        .await
-                    }
-                    Stack::Stacked => {
-                        let service = ServiceBuilder::new()
-                            .layer(CapabilitiesLayer::new(p.clone()))
-                            .layer(ListenFilterLayer::new(p))
-                            .service(canned.clone());
-                        collect(service, request(what)).await
-                    }
-                    Stack::Edge => {
-                        collect(EdgeLayer::new(p).layer_to(canned.clone()), request(what)).await
-                    }
-                };
+                let response =
+                    through(stack, listen_profile(), canned.clone(), request(what)).await;
                 let messages = common::sse_messages(response.body());
                 let uris: Vec<&str> = messages
                     .iter()
