@@ -85,9 +85,10 @@ pub struct Limits {
     /// alone refuses only an `initialize` or `server/discover` it cannot
     /// read within it, and passes any other body on.
     pub max_peek: usize,
-    /// The largest `initialize` or `server/discover` answer (not an event
-    /// stream) that is read and rewritten; a longer one is replaced by a
-    /// -32603 error for the request's id (default 1 MiB).
+    /// The largest `initialize`, `server/discover` or listen answer (not an
+    /// event stream), of any status, that is read to be checked; a longer
+    /// one is replaced by a -32603 error for the request's id (default
+    /// 1 MiB).
     pub max_rewritten_response: usize,
 }
 
@@ -318,9 +319,10 @@ impl ServerProfileBuilder {
         self
     }
 
-    /// The largest `initialize` or `server/discover` answer (not an event
-    /// stream) that is read and rewritten; a longer one is replaced by a
-    /// -32603 error for the request's id (default 1 MiB).
+    /// The largest `initialize`, `server/discover` or listen answer (not an
+    /// event stream), of any status, that is read to be checked; a longer
+    /// one is replaced by a -32603 error for the request's id (default
+    /// 1 MiB).
     pub fn max_rewritten_response(mut self, bytes: usize) -> Self {
         self.limits.max_rewritten_response = bytes;
         self

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use futures_util::stream;
 use http::{header, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
-use mcp_edge::{CapabilitiesLayer, EdgeLayer, ListenFilterLayer, Rejection, ServerProfile};
+use mcp_edge::{
+    CapabilitiesLayer, EdgeLayer, ListenFilterLayer, Rejection, RequestBody, ServerProfile,
+};
 use serde_json::{json, Value};
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 
@@ -159,9 +161,26 @@ where
     B::Error: Into<BoxError> + Send + 'static,
 {
     let lenient = Arc::new(Lenient::default());
-    let inner = Inner(lenient.clone());
-    let p = profile();
-    let response = match stack {
+    let response = through(stack, profile(), Inner(lenient.clone()), request).await;
+    (response, lenient)
+}
+
+/// `request` through `stack`, built from `p`, in front of `inner`.
+async fn through<S, B, R>(
+    stack: Stack,
+    p: ServerProfile,
+    inner: S,
+    request: Request<B>,
+) -> Response<Bytes>
+where
+    S: Service<Request<RequestBody<B>>, Response = Response<R>, Error = BoxError>
+        + Service<Request<RequestBody<RequestBody<B>>>, Response = Response<R>, Error = BoxError>
+        + Clone,
+    B: http_body::Body,
+    R: http_body::Body + 'static,
+    R::Error: std::fmt::Debug,
+{
+    match stack {
         Stack::Capabilities => collect(CapabilitiesLayer::new(p).layer_to(inner), request).await,
         Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request).await,
         Stack::Stacked => {
@@ -172,8 +191,7 @@ where
             collect(service, request).await
         }
         Stack::Edge => collect(EdgeLayer::new(p).layer_to(inner), request).await,
-    };
-    (response, lenient)
+    }
 }
 
 /// `tower::Layer::layer`, named so as not to clash with `ServiceBuilder`.
@@ -526,9 +544,11 @@ async fn an_empty_content_encoding_is_identity() {
 // 7-9. What leaves the guard is exactly what it checked.
 // ---------------------------------------------------------------------------
 
-/// An inner service that answers every request with `body` and `headers`.
+/// An inner service that answers every request with `status`, `headers`
+/// and `body`.
 #[derive(Clone)]
 struct Canned {
+    status: StatusCode,
     headers: Vec<(&'static str, &'static str)>,
     body: Bytes,
     /// The answer in chunks of this size.
@@ -558,7 +578,7 @@ where
             .chunks(self.chunk.max(1))
             .map(|chunk| Ok(http_body::Frame::data(Bytes::copy_from_slice(chunk))))
             .collect();
-        let mut response = Response::builder();
+        let mut response = Response::builder().status(self.status);
         for (name, value) in &self.headers {
             response = response.header(*name, *value);
         }
@@ -570,6 +590,7 @@ where
 
 const SSE: (&str, &str) = ("content-type", "text/event-stream");
 const JSON: (&str, &str) = ("content-type", "application/json");
+const TEXT: (&str, &str) = ("content-type", "text/plain");
 const ASK: &str = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["demo://public/a","demo://private/b"]}}}"#;
 const TAG: &str = r#""_meta":{"io.modelcontextprotocol/subscriptionId":7}"#;
 
@@ -589,18 +610,8 @@ fn listen_profile() -> ServerProfile {
 /// and through `EdgeLayer`: the messages the client gets, and its raw body.
 async fn guarded(canned: Canned) -> Vec<(Response<Bytes>, Vec<Value>)> {
     let mut out = Vec::new();
-    for edge in [false, true] {
-        let p = listen_profile();
-        let response = match edge {
-            false => {
-                collect(
-                    ListenFilterLayer::new(p).layer_to(canned.clone()),
-                    post(&[], ASK),
-                )
-                .await
-            }
-            true => collect(EdgeLayer::new(p).layer_to(canned.clone()), post(&[], ASK)).await,
-        };
+    for stack in [Stack::Listen, Stack::Edge] {
+        let response = through(stack, listen_profile(), canned.clone(), post(&[], ASK)).await;
         let sse = response
             .headers()
             .get("content-type")
@@ -661,6 +672,7 @@ async fn only_what_the_filter_honours_leaves_the_stream() {
     ];
     for chunk in 1..=stream.len() {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: vec![SSE],
             body: Bytes::from(stream.clone()),
             chunk,
@@ -687,6 +699,7 @@ async fn events_leave_as_they_were_parsed() {
     );
     for chunk in 1..=stream.len() {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: vec![SSE],
             body: Bytes::from(stream.clone()),
             chunk,
@@ -731,6 +744,7 @@ async fn a_listen_answered_other_than_by_a_stream_passes_only_as_its_own_answer(
     ];
     for (headers, body, expected) in cases {
         let canned = Canned {
+            status: StatusCode::OK,
             headers: headers.to_vec(),
             body: Bytes::from(body),
             chunk: 3,
@@ -753,6 +767,7 @@ async fn a_listen_answered_other_than_by_a_stream_passes_only_as_its_own_answer(
     }
     // An empty answer carries nothing: it passes.
     let canned = Canned {
+        status: StatusCode::OK,
         headers: vec![],
         body: Bytes::new(),
         chunk: 1,
@@ -795,18 +810,7 @@ where
     for stack in [Stack::Listen, Stack::Stacked, Stack::Edge] {
         let lenient = Arc::new(Lenient::default());
         let inner = Inner(lenient.clone());
-        let p = subscribe_profile();
-        let response = match stack {
-            Stack::Listen => collect(ListenFilterLayer::new(p).layer_to(inner), request()).await,
-            Stack::Stacked => {
-                let service = ServiceBuilder::new()
-                    .layer(CapabilitiesLayer::new(p.clone()))
-                    .layer(ListenFilterLayer::new(p))
-                    .service(inner);
-                collect(service, request()).await
-            }
-            _ => collect(EdgeLayer::new(p).layer_to(inner), request()).await,
-        };
+        let response = through(stack, subscribe_profile(), inner, request()).await;
         out.push((response, lenient));
     }
     out
@@ -1051,38 +1055,14 @@ async fn every_other_stream_drops_updates_the_caller_may_not_read() {
     for what in ["GET", "tools/call", "initialize"] {
         for chunk in 1..=stream.len() {
             let canned = Canned {
+                status: StatusCode::OK,
                 headers: vec![SSE],
                 body: Bytes::from(stream.clone()),
                 chunk,
             };
             for stack in STACKS {
-                let p = listen_profile();
-                let response = match stack {
-                    Stack::Capabilities => {
-                        collect(
-                            CapabilitiesLayer::new(p).layer_to(canned.clone()),
-                            request(what),
-                        )
-                        .await
-                    }
-                    Stack::Listen => {
-                        collect(
-                            ListenFilterLayer::new(p).layer_to(canned.clone()),
-                            request(what),
-                        )
-                        .await
-                    }
-                    Stack::Stacked => {
-                        let service = ServiceBuilder::new()
-                            .layer(CapabilitiesLayer::new(p.clone()))
-                            .layer(ListenFilterLayer::new(p))
-                            .service(canned.clone());
-                        collect(service, request(what)).await
-                    }
-                    Stack::Edge => {
-                        collect(EdgeLayer::new(p).layer_to(canned.clone()), request(what)).await
-                    }
-                };
+                let response =
+                    through(stack, listen_profile(), canned.clone(), request(what)).await;
                 let messages = common::sse_messages(response.body());
                 let uris: Vec<&str> = messages
                     .iter()
@@ -1103,6 +1083,172 @@ async fn every_other_stream_drops_updates_the_caller_may_not_read() {
                     "the answer arrives: {context}"
                 );
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The inner's own errors keep their status; what could carry a result is
+// checked.
+// ---------------------------------------------------------------------------
+
+/// An inner that answers `status`, `headers` and `body`, in chunks of 5.
+fn answering(status: StatusCode, headers: Headers<'static>, body: impl Into<Bytes>) -> Canned {
+    Canned {
+        status,
+        headers: headers.to_vec(),
+        body: body.into(),
+        chunk: 5,
+    }
+}
+
+/// The answer is the layers' -32603 error for id 7, in place of the inner's.
+fn assert_replaced(response: &Response<Bytes>, what: &str) {
+    assert_eq!(
+        response.status(),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{what}"
+    );
+    let message = json_of(response);
+    assert_eq!(message["error"]["code"], -32603, "{what}: {message}");
+    assert_eq!(message["id"], 7, "{what}: {message}");
+}
+
+/// A result to id 7 carrying the inner's own capabilities.
+fn inner_result() -> String {
+    json!({"jsonrpc": "2.0", "id": 7, "result": {"capabilities": inner_capabilities()}}).to_string()
+}
+
+#[tokio::test]
+async fn an_error_status_without_a_result_passes_as_it_came() {
+    let answers = [
+        // rmcp's answer to a request without a session.
+        answering(
+            StatusCode::BAD_REQUEST,
+            &[TEXT],
+            "Bad Request: Session ID is required",
+        ),
+        answering(StatusCode::BAD_REQUEST, &[], ""),
+        // Not rebuilt, as the guard rebuilds a listen's answer with a 200.
+        answering(
+            StatusCode::NOT_FOUND,
+            &[JSON],
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"no"},"x":1}"#,
+        ),
+        answering(
+            StatusCode::UNAUTHORIZED,
+            &[JSON, ("www-authenticate", "Bearer")],
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"\"token\" is missing"}}"#,
+        ),
+        answering(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &[("content-type", "text/html"), ("retry-after", "5")],
+            "<html><style>p{color:red}</style><p>busy</p></html>",
+        ),
+    ];
+    for answer in answers {
+        for request in [DISCOVER, INITIALIZE, LISTEN] {
+            for stack in STACKS {
+                let what = format!("{stack:?} {request}: {:?}", answer.body);
+                let response =
+                    through(stack, listen_profile(), answer.clone(), post(&[], request)).await;
+                assert_eq!(response.status(), answer.status, "{what}");
+                assert_eq!(response.headers().len(), answer.headers.len(), "{what}");
+                for (name, value) in &answer.headers {
+                    assert_eq!(response.headers()[*name], *value, "{what}");
+                }
+                assert_eq!(response.body(), &answer.body, "{what}");
+                assert!(response.extensions().get::<Rejection>().is_none(), "{what}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_error_status_with_a_result_is_checked() {
+    let stacks = [Stack::Capabilities, Stack::Stacked, Stack::Edge];
+    // The request's own answer, in any spelling of its key: rewritten, and
+    // its status kept.
+    for body in [
+        inner_result(),
+        inner_result().replace("result", r"\u0072esult"),
+    ] {
+        for request in [DISCOVER, INITIALIZE] {
+            for stack in stacks {
+                let what = format!("{stack:?} {request}: {body}");
+                let answer = answering(StatusCode::BAD_REQUEST, &[JSON], body.clone());
+                let response = through(stack, profile(), answer, post(&[], request)).await;
+                assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{what}");
+                let message = json_of(&response);
+                assert_eq!(message["id"], 7, "{what}");
+                assert!(message["result"]["capabilities"]["tools"].is_object());
+                assert!(!leaked(&response), "{what}");
+            }
+        }
+    }
+    // A UTF-16 reader finds the result; a byte search does not.
+    let utf16: Vec<u8> = inner_result()
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    let mut too_long = answering(StatusCode::BAD_REQUEST, &[TEXT], "x".repeat((1 << 20) + 1));
+    too_long.chunk = 64 << 10;
+    let failing = [
+        // A reader of the first JSON value finds the inner's result.
+        answering(
+            StatusCode::BAD_REQUEST,
+            &[TEXT],
+            format!("{} and more", inner_result()),
+        ),
+        answering(
+            StatusCode::BAD_REQUEST,
+            &[JSON],
+            inner_result().replace(r#""id":7"#, r#""id":8"#),
+        ),
+        // A reader that folds the case of keys finds it too.
+        answering(
+            StatusCode::BAD_REQUEST,
+            &[JSON],
+            inner_result().replace("result", "Result"),
+        ),
+        answering(
+            StatusCode::CONFLICT,
+            &[JSON],
+            inner_result().replace(r#""id":7"#, r#""id":7,"error":{"code":1,"message":"x"}"#),
+        ),
+        answering(StatusCode::BAD_REQUEST, &[JSON], utf16),
+        // Past `max_rewritten_response`, even with no result in sight.
+        too_long,
+    ];
+    for answer in failing {
+        for request in [DISCOVER, INITIALIZE] {
+            for stack in stacks {
+                let what = format!("{stack:?} {request}: {}", answer.body.len());
+                let response = through(stack, profile(), answer.clone(), post(&[], request)).await;
+                assert_replaced(&response, &what);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_listen_answered_with_an_error_status_and_a_result_is_checked() {
+    let leaky = r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","leak":1}}"#;
+    for (response, messages) in guarded(answering(StatusCode::BAD_REQUEST, &[JSON], leaky)).await {
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            messages[0],
+            json!({"jsonrpc": "2.0", "id": 7, "result": {"resultType": "complete"}})
+        );
+    }
+    for body in [
+        r#"{"jsonrpc":"2.0","id":8,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"Result":{"leak":1}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"result":{}} and more"#,
+    ] {
+        let answer = answering(StatusCode::BAD_REQUEST, &[JSON], body);
+        for (response, _) in guarded(answer).await {
+            assert_replaced(&response, body);
         }
     }
 }

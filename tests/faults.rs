@@ -147,8 +147,9 @@ async fn inner_errors_are_returned_as_they_are() {
 }
 
 // ---------------------------------------------------------------------------
-// 10, 11. Error answers to a discover pass unchanged; anything else that is
-// not its result, whatever its type, is replaced.
+// 10, 11. Error answers to a discover pass unchanged, as does an error
+// status whose body holds no result; anything else that is not its result,
+// whatever its type, is replaced.
 // ---------------------------------------------------------------------------
 
 /// The inner's answer to a discover through the layers.
@@ -208,9 +209,11 @@ async fn assert_discover_answer_unchanged(
 
 #[tokio::test]
 async fn discover_answered_with_500() {
+    // No result in them: the inner's own answer, for the client to act on.
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}"#,
         "",
+        r#"{"detail":"upstream exploded"}"#,
     ] {
         assert_discover_answer_unchanged(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -219,11 +222,12 @@ async fn discover_answered_with_500() {
         )
         .await;
     }
-    let detail = r#"{"detail":"upstream exploded"}"#;
+    // A result, though not the discover's own: checked, and replaced.
+    let foreign = r#"{"jsonrpc":"2.0","id":2,"result":{"capabilities":{"sampling":{}}}}"#;
     assert_discover_answer_replaced(
         StatusCode::INTERNAL_SERVER_ERROR,
         Some("application/json"),
-        detail,
+        foreign,
     )
     .await;
 }

@@ -14,7 +14,9 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use mcp_edge::{CapabilitiesLayer, HonouredFilter, ListenFilterLayer, ServerProfile};
+use mcp_edge::{
+    CapabilitiesLayer, EdgeLayer, HonouredFilter, ListenFilterLayer, Rejection, ServerProfile,
+};
 use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
@@ -187,6 +189,16 @@ where
     message["result"].clone()
 }
 
+/// The head of `response` and its whole body.
+async fn whole<B>(response: Response<B>) -> (http::response::Parts, Bytes)
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Debug,
+{
+    let (parts, body) = response.into_parts();
+    (parts, body.collect().await.unwrap().to_bytes())
+}
+
 /// Records the `HonouredFilter` extension of every request the inner
 /// service receives.
 type Seen = Arc<Mutex<Vec<Option<HonouredFilter>>>>;
@@ -233,6 +245,7 @@ mod rmcp_inner {
     use super::*;
 
     use rmcp::model::{ServerCapabilities, ServerConfig, SubscriptionFilter};
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
@@ -327,6 +340,61 @@ mod rmcp_inner {
             response.headers()
         );
         rewritten_discover_result(response).await;
+    }
+
+    /// An rmcp server with legacy sessions, as a dual-era deployment runs
+    /// it (the reference server does).
+    fn rmcp_with_sessions() -> StreamableHttpService<Overpromising, LocalSessionManager> {
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(true)
+            .with_sse_keep_alive(None);
+        StreamableHttpService::new(
+            || Ok(Overpromising),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        )
+    }
+
+    /// A discover sent without a protocol version (no header, no `_meta`):
+    /// rmcp reads it as the legacy era's and wants a session.
+    fn version_less_discover() -> Request<Body> {
+        Request::post("/mcp")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(
+                r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#,
+            ))
+            .expect("valid request")
+    }
+
+    /// rmcp's own refusal of a version-less discover (400, plain text)
+    /// reaches the client as rmcp sent it, through the stacked layers and
+    /// through `EdgeLayer`: a dual-era client falls back on a 400.
+    #[tokio::test]
+    async fn a_version_less_discover_keeps_rmcps_own_400() {
+        let alone = rmcp_with_sessions().oneshot(version_less_discover());
+        let (expected, expected_body) = whole(alone.await.unwrap()).await;
+        assert_eq!(expected.status, StatusCode::BAD_REQUEST);
+        assert_eq!(&expected_body[..], b"Bad Request: Session ID is required");
+        let stacked = ServiceBuilder::new()
+            .layer(CapabilitiesLayer::new(profile()))
+            .layer(ListenFilterLayer::new(profile()))
+            .service(rmcp_with_sessions())
+            .oneshot(version_less_discover());
+        let edge = ServiceBuilder::new()
+            .layer(EdgeLayer::new(profile()))
+            .service(rmcp_with_sessions())
+            .oneshot(version_less_discover());
+        for (name, (parts, body)) in [
+            ("stacked", whole(stacked.await.unwrap()).await),
+            ("edge", whole(edge.await.unwrap()).await),
+        ] {
+            assert_eq!(parts.status, expected.status, "{name}");
+            assert_eq!(parts.headers, expected.headers, "{name}");
+            assert!(parts.extensions.get::<Rejection>().is_none(), "{name}");
+            assert_eq!(body, expected_body, "{name}");
+        }
     }
 
     /// Baseline: rmcp alone acknowledges everything it was asked for,

@@ -14,20 +14,28 @@
 //!
 //! Every answer to an intercepted request is inspected, whatever its
 //! `Content-Type` (JSON, any `+json`, event stream, another type, none): it
-//! reaches the inner service without its `Accept-Encoding`, so it comes back
-//! uncompressed. A JSON-RPC error answer and an empty body pass as they came.
-//! Anything the layer cannot turn into an answer carrying exactly the
-//! profile's managed capabilities is replaced by a JSON-RPC error (-32603,
-//! status 500, for the request id): a body that is not one JSON object, an
-//! answer for another id, an `id`, `error` or `method` twice (every `result`
-//! is rewritten, however many), a result and an error at once, a `result` or `capabilities` that is
-//! not an object, an answer longer than `max_rewritten_response`, a compressed
-//! answer (logged as a warning: compression belongs outside the layer). On an
-//! SSE answer each event is judged: notifications and requests pass, answers
-//! to other ids are dropped, the answer is rewritten or replaced, an event whose `data`
-//! holds more than one JSON value is replaced, a second answer is dropped, and
-//! an unterminated last block is replaced when no answer was sent (dropped
-//! otherwise).
+//! reaches the inner service without its `Accept-Encoding`, so it comes
+//! back uncompressed. A JSON-RPC error answer and an empty body pass as
+//! they came, and so does any answer that cannot carry capabilities: an
+//! error status (not 2xx) whose body holds no JSON-RPC `result` (plain text
+//! such as rmcp's 400 "Session ID is required", a JSON-RPC error, HTML)
+//! keeps its status, headers and body, so that a client may act on it. An
+//! error status whose body may hold a `result`, in any spelling a lenient
+//! client reads (`Result`, escaped, after other text, or text with a NUL
+//! byte, which a reader may take for UTF-16), is checked like a success,
+//! and keeps its status when it is rewritten. Anything the layer cannot
+//! turn into an answer carrying exactly the profile's managed capabilities
+//! is replaced by a JSON-RPC error (-32603, status 500, for the request
+//! id): a body that is not one JSON object, an answer for another id, an
+//! `id`, `error` or `method` twice (every `result` is rewritten, however
+//! many), a result and an error at once, a `result` or `capabilities` that
+//! is not an object, an answer longer than `max_rewritten_response`, a
+//! compressed answer (logged as a warning: compression belongs outside the
+//! layer). On an SSE answer each event is judged: notifications and
+//! requests pass, answers to other ids are dropped, the answer is rewritten
+//! or replaced, an event whose `data` holds more than one JSON value is
+//! replaced, a second answer is dropped, and an unterminated last block is
+//! replaced when no answer was sent (dropped otherwise).
 //!
 //! Every other request
 //! reaches the inner service untouched: its body is read only until its

@@ -513,6 +513,57 @@ pub(crate) fn string(text: &str) -> Option<Cow<'_, str>> {
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
 }
 
+/// True when a lenient reader could find the key `word` (lowercase ASCII)
+/// anywhere in `text`, JSON or not: read left to right with every escape
+/// decoded (an unknown one as the character after the backslash) and every
+/// character case-folded, `text` holds `word`. Quotes are not required (a
+/// reader may accept unquoted keys, or read a JSON value inside other
+/// text), and folding reads `Result`, `reſult` (U+017F) and `\u0052esult`
+/// as a reader that matches keys without regard to case does (Go's
+/// `encoding/json`).
+pub(crate) fn may_hold_key(text: &str, word: &str) -> bool {
+    debug_assert!(word.bytes().all(|b| b.is_ascii_lowercase()));
+    let mut read = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        let c = match c {
+            '\\' => unescaped(&mut chars),
+            c => c,
+        };
+        read.extend(c.to_uppercase().flat_map(char::to_lowercase));
+    }
+    read.contains(word)
+}
+
+/// The character an escape stands for, its backslash read; lenient: an
+/// escape JSON does not allow stands for the character after the backslash.
+fn unescaped(chars: &mut std::str::Chars<'_>) -> char {
+    let rest = chars.as_str();
+    let Some(c) = chars.next() else {
+        return '\\';
+    };
+    match c {
+        'b' => '\u{8}',
+        'f' => '\u{c}',
+        'n' => '\n',
+        'r' => '\r',
+        't' => '\t',
+        'u' => match rest
+            .get(1..5)
+            .filter(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        {
+            Some(unit) => {
+                chars.nth(3);
+                // A surrogate, paired or not, is no letter.
+                char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER)
+            }
+            None => 'u',
+        },
+        c => c,
+    }
+}
+
 /// What kind of JSON value `text` is, for error messages.
 pub(crate) fn kind(text: &str) -> &'static str {
     match text.as_bytes().first() {
@@ -661,6 +712,40 @@ mod tests {
         assert_eq!(string(r#""a\/b\u0041""#).unwrap(), "a/bA");
         assert!(string("12").is_none());
         assert!(string(r#""\ud800""#).is_none());
+    }
+
+    #[test]
+    fn a_key_is_found_in_any_spelling_a_lenient_reader_folds() {
+        let holding = [
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"Result":{}}"#,
+            r#"{"RESULT":{}}"#,
+            r#"{"\u0072esult":{}}"#,
+            r#"{"\u0052E\u0053ULT":{}}"#,
+            "{\"re\u{17f}ult\":{}}",
+            r#"{result:{}}"#,
+            r#"Bad Request: {"id":1,"result":{}} trailing"#,
+            r#"{"re\sult":1}"#,
+        ];
+        for text in holding {
+            assert!(may_hold_key(text, "result"), "{text}");
+        }
+        let clear = [
+            "",
+            "Bad Request: Session ID is required",
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"no"}}"#,
+            r#"{"res":"ult"}"#,
+            r#"{"\\u0072esult":1}"#,
+            r#"{"\resul":1}"#,
+            r#"{"resul\t":1}"#,
+            r#"{"\u00XXesult":1}"#,
+            r#"{"\ud800esult":1}"#,
+            "trailing backslash \\",
+            "\\u007",
+        ];
+        for text in clear {
+            assert!(!may_hold_key(text, "result"), "{text}");
+        }
     }
 
     #[test]

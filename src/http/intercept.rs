@@ -17,7 +17,7 @@ use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{header, response, Request, Response};
+use http::{header, response, Request, Response, StatusCode};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use serde_json::value::RawValue;
@@ -31,6 +31,7 @@ use super::event_stream::{EventRule, Screen};
 use super::peek::{Peek, PeekLimits, Scan};
 use super::reply::Reply;
 use super::rewind::{ReadError, Rewind};
+use crate::codec::json;
 use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::Event;
 use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
@@ -95,7 +96,10 @@ pub(crate) fn replacement<B: From<Bytes>>(reason: &'static str, id: &str) -> Res
 /// the answer, whatever its `Content-Type`: a compressed one is replaced by
 /// an error for the request's id (the request went without its
 /// `Accept-Encoding`), an event stream is ruled event by event, and any other
-/// body is read whole and rewritten.
+/// body is read whole, within the rule's limit, and rewritten when it could
+/// carry what the rule checks: an error status whose body holds no JSON-RPC
+/// `result` (plain text, a JSON-RPC error) is the inner's own answer and
+/// passes as it came.
 pub(crate) trait AnswerRule {
     /// The rule of an event stream.
     type Events: EventRule;
@@ -106,8 +110,11 @@ pub(crate) trait AnswerRule {
     /// The request's id, as JSON text, for an error in the answer's place.
     fn id(&self) -> &str;
 
-    /// What becomes of an answer read whole, `text` (not blank: a blank
-    /// answer passes, and one too long, failed or not UTF-8 is replaced).
+    /// What becomes of an answer read whole, `text`, that could carry what
+    /// the rule checks: a success that is not blank, or an answer of any
+    /// status in which a client could read a JSON-RPC `result`. Any other
+    /// passes as it came (its status, headers and body), and one too long,
+    /// failed or not UTF-8 is replaced.
     fn rewrite(&self, text: &str) -> Rewritten;
 
     /// The rule of the answer, an event stream.
@@ -506,6 +513,20 @@ fn in_batch(method: Method) -> &'static str {
     }
 }
 
+/// Whether an answer read whole, `text` with `status`, could carry what a
+/// layer checks, and so is checked: any success that is not blank, and any
+/// other answer in which a lenient client could read a JSON-RPC `result`.
+/// Any other (an error status with plain text, a JSON-RPC error) is the
+/// inner's own answer, and keeps its status: a client may act on it. A NUL
+/// byte counts as a `result`: a reader may take the text for UTF-16 or
+/// UTF-32, where no byte search finds one.
+fn could_carry(status: StatusCode, text: &str) -> bool {
+    if text.trim_ascii().is_empty() {
+        return false;
+    }
+    status.is_success() || text.contains('\0') || json::may_hold_key(text, "result")
+}
+
 /// The layer's answer to a request, with `rejection` in the extensions.
 fn refused<B: Body, E, Sc>(
     rejection: Rejection,
@@ -785,8 +806,7 @@ where
         let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
         let rewritten = match text {
             None => Rewritten::Replaced("the answer is too long or not UTF-8"),
-            // Nothing to read: nothing to replace.
-            Some(text) if text.trim_ascii().is_empty() => Rewritten::Kept,
+            Some(text) if !could_carry(parts.status, text) => Rewritten::Kept,
             Some(text) => json.rewrite(text),
         };
         let body = match rewritten {

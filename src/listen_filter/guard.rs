@@ -507,6 +507,8 @@ impl EventRule for Guard {
 
 /// The answer to a listen that is not an event stream: read whole as one
 /// JSON-RPC message, it passes only as the listen's own answer, rebuilt.
+/// An error status whose body holds no `result` is not asked about: it
+/// passes as it came.
 pub(crate) struct ListenAnswer {
     filter: HonouredFilter,
     limit: usize,

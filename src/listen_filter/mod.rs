@@ -26,11 +26,12 @@
 //! `Content-Encoding`. The listen reaches the inner service without
 //! `Accept-Encoding`; an answer compressed anyway is replaced by a JSON-RPC
 //! error (-32603) for the listen id, and one that is not an event stream
-//! passes only as the listen's own answer. On an event stream only these
-//! pass, each re-checked against the honoured filter: the acknowledgment,
-//! rebuilt as the honoured ack narrowed to the inner's and the subscription
-//! tag (sent first if the inner did not); the honoured list-changed kinds;
-//! `notifications/resources/updated` for a covered URI;
+//! passes only as the listen's own answer (an error status whose body holds
+//! no JSON-RPC `result` passes as it came, with its status). On an event
+//! stream only these pass, each re-checked against the honoured filter: the
+//! acknowledgment, rebuilt as the honoured ack narrowed to the inner's and
+//! the subscription tag (sent first if the inner did not); the honoured
+//! list-changed kinds; `notifications/resources/updated` for a covered URI;
 //! `notifications/tasks` for an honoured task; the listen's own answer (its
 //! error, or its `result` reduced to `_meta` and `resultType`); comments.
 //! Everything else is dropped and counted: other methods, requests, answers
