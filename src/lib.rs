@@ -60,6 +60,7 @@ pub mod listen_filter;
 mod macros;
 mod profile;
 mod rejection;
+#[cfg(feature = "hub")]
 mod sync;
 #[cfg(test)]
 mod testing;
