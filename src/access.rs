@@ -1,32 +1,92 @@
 //! What the [`ResourceAccess`](crate::ResourceAccess) hook answered, kept
 //! for a while per (caller, URI): the checks made while a stream is open
 //! ask the hook once per decision lifetime, not once per event.
+//!
+//! The decisions live in a bounded [`quick_cache`] cache: when it is full,
+//! a new decision takes the place of one seldom used (its eviction keeps
+//! the decisions that are asked again and lets one-off ones go first), so
+//! a flood of new URIs never turns into a burst of hook calls for the
+//! callers whose decisions are in use. A decision older than the TTL is
+//! treated as absent and removed when it is met.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
+
+use quick_cache::sync::Cache;
+use quick_cache::{Equivalent, OptionsBuilder, Weighter};
 
 use crate::Principal;
 
-/// Most decisions kept at once. Past it, expired ones are forgotten first,
-/// and all of them if none had expired.
-const MAX_DECISIONS: usize = 65_536;
-/// Most bytes of URIs kept at once, the same way: the URIs come from
-/// updates (a bus message's among them), up to 64 KiB each.
+/// Most decisions kept at once.
+pub(crate) const MAX_DECISIONS: usize = 65_536;
+/// Most bytes of URIs kept at once: the URIs come from updates (a bus
+/// message's among them), up to 64 KiB each.
 const MAX_URI_BYTES: usize = 8 * 1024 * 1024;
+/// The cache's shards, each with its own lock and an eighth of both
+/// bounds. A fixed number rather than one per core: the cache keeps no
+/// decision weighing more than its shard's share, and an eighth (1 MiB)
+/// holds the longest URI a listen can name at the default body limit on
+/// any machine.
+const SHARDS: usize = 8;
 
 /// The decision cache: one per profile, shared by its clones.
 pub(crate) struct Decisions {
     ttl: Duration,
-    entries: Mutex<Entries>,
+    cache: Cache<Key, Decision, UriBytes>,
 }
 
-#[derive(Default)]
-struct Entries {
-    by_caller: HashMap<Option<Principal>, HashMap<Box<str>, Decision>>,
-    len: usize,
-    /// The bytes of the URIs kept.
-    bytes: usize,
+/// Who asked about which URI.
+#[derive(Clone, PartialEq, Eq)]
+struct Key {
+    caller: Option<Principal>,
+    uri: Box<str>,
+}
+
+/// A [`Key`] borrowed: a look-up clones neither the caller nor the URI.
+#[derive(Hash, PartialEq, Eq)]
+struct Query<'a> {
+    caller: Option<&'a Principal>,
+    uri: &'a str,
+}
+
+impl Key {
+    fn query(&self) -> Query<'_> {
+        Query {
+            caller: self.caller.as_ref(),
+            uri: &self.uri,
+        }
+    }
+}
+
+// A key hashes as its query does, so that a query finds it.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.query().hash(state);
+    }
+}
+
+impl Equivalent<Key> for Query<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        *self == key.query()
+    }
+}
+
+/// What a decision weighs: its URI's bytes, and at least the average
+/// share of the bytes the count allows, so that the one bound in weight
+/// keeps both: no more than [`MAX_URI_BYTES`] of URIs, no more than
+/// [`MAX_DECISIONS`] decisions.
+#[derive(Clone)]
+struct UriBytes;
+
+impl UriBytes {
+    const CAPACITY: u64 = MAX_URI_BYTES as u64;
+    const LEAST: u64 = (MAX_URI_BYTES / MAX_DECISIONS) as u64;
+}
+
+impl Weighter<Key, Decision> for UriBytes {
+    fn weight(&self, key: &Key, _: &Decision) -> u64 {
+        (key.uri.len() as u64).max(Self::LEAST)
+    }
 }
 
 /// One answer of the hook, and when it was given.
@@ -39,19 +99,21 @@ pub(crate) struct Decision {
 impl Decisions {
     /// A cache whose decisions hold for `ttl` (zero: nothing is kept).
     pub(crate) fn new(ttl: Duration) -> Self {
+        let options = OptionsBuilder::new()
+            .shards(SHARDS)
+            .estimated_items_capacity(MAX_DECISIONS)
+            .weight_capacity(UriBytes::CAPACITY)
+            .build()
+            .expect("both capacities are set");
         Self {
             ttl,
-            entries: Mutex::default(),
+            cache: Cache::with_options(options, UriBytes, Default::default(), Default::default()),
         }
     }
 
     /// How long a decision holds.
     pub(crate) fn ttl(&self) -> Duration {
         self.ttl
-    }
-
-    fn entries(&self) -> MutexGuard<'_, Entries> {
-        crate::sync::lock(&self.entries)
     }
 
     /// Whether `decision` still holds at `now`.
@@ -66,9 +128,14 @@ impl Decisions {
         uri: &str,
         now: Instant,
     ) -> Option<Decision> {
-        let entries = self.entries();
-        let decision = *entries.by_caller.get(&caller.cloned())?.get(uri)?;
-        self.fresh(&decision, now).then_some(decision)
+        let query = Query { caller, uri };
+        let decision = self.cache.get(&query)?;
+        if self.fresh(&decision, now) {
+            return Some(decision);
+        }
+        // Unless a fresh decision took its place meanwhile.
+        self.cache.remove_if(&query, |kept| !self.fresh(kept, now));
+        None
     }
 
     /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.
@@ -76,40 +143,23 @@ impl Decisions {
         if self.ttl.is_zero() {
             return;
         }
-        let mut entries = self.entries();
-        if entries.len >= MAX_DECISIONS || entries.bytes + uri.len() > MAX_URI_BYTES {
-            let (mut len, mut bytes) = (0, 0);
-            entries.by_caller.retain(|_, uris| {
-                uris.retain(|_, decision| self.fresh(decision, now));
-                len += uris.len();
-                bytes += uris.keys().map(|uri| uri.len()).sum::<usize>();
-                !uris.is_empty()
-            });
-            (entries.len, entries.bytes) = (len, bytes);
-            if len >= MAX_DECISIONS || bytes + uri.len() > MAX_URI_BYTES {
-                *entries = Entries::default();
-            }
-        }
-        let uris = entries.by_caller.entry(caller.cloned()).or_default();
-        let added = uris
-            .insert(uri.into(), Decision { readable, at: now })
-            .is_none();
-        if added {
-            entries.len += 1;
-            entries.bytes += uri.len();
-        }
+        let key = Key {
+            caller: caller.cloned(),
+            uri: uri.into(),
+        };
+        self.cache.insert(key, Decision { readable, at: now });
     }
 
     /// How many decisions are kept (expired ones included).
     #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries().len
+    pub(crate) fn len(&self) -> usize {
+        self.cache.len()
     }
 
     /// The bytes of the URIs kept.
     #[cfg(test)]
     fn bytes(&self) -> usize {
-        self.entries().bytes
+        self.cache.iter().map(|(key, _)| key.uri.len()).sum()
     }
 }
 
@@ -169,30 +219,38 @@ mod tests {
     }
 
     #[test]
-    fn a_full_cache_forgets_expired_decisions_first_then_all() {
+    fn an_expired_decision_is_not_answered_and_goes() {
         let decisions = Decisions::new(Duration::from_secs(30));
+        let alice = Principal::new("alice");
         let t0 = Instant::now();
-        for i in 0..MAX_DECISIONS {
-            decisions.put(None, &format!("demo://{i}"), true, t0);
-        }
-        assert_eq!(decisions.len(), MAX_DECISIONS);
-        // Nothing expired: all are forgotten for the new one.
-        decisions.put(None, "demo://new", true, t0);
-        assert_eq!(decisions.len(), 1);
-        assert_eq!(readable(&decisions, None, "demo://0", t0), None);
-        assert_eq!(readable(&decisions, None, "demo://new", t0), Some(true));
+        decisions.put(Some(&alice), "demo://a", true, t0);
+        decisions.put(Some(&alice), "demo://b", true, t0 + Duration::from_secs(10));
+        let t1 = t0 + Duration::from_secs(31);
+        assert_eq!(readable(&decisions, Some(&alice), "demo://a", t1), None);
+        assert_eq!(decisions.len(), 1, "the expired decision was removed");
+        // Asked again, still absent; the other one still holds.
+        assert_eq!(readable(&decisions, Some(&alice), "demo://a", t1), None);
+        assert_eq!(
+            readable(&decisions, Some(&alice), "demo://b", t1),
+            Some(true)
+        );
+    }
 
-        let t1 = t0 + Duration::from_secs(20);
-        for i in 1..MAX_DECISIONS {
-            decisions.put(None, &format!("demo://{i}"), true, t1);
+    #[test]
+    fn a_full_cache_keeps_its_bound_and_forgets_some_not_all() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let now = Instant::now();
+        for i in 0..3 * MAX_DECISIONS {
+            decisions.put(None, &format!("demo://{i}"), true, now);
+            if i % 4096 == 0 {
+                assert!(decisions.len() <= MAX_DECISIONS);
+            }
         }
-        // "demo://new" (from t0) expired at t0 + 30 s: only it goes.
-        let t2 = t0 + Duration::from_secs(31);
-        decisions.put(None, "demo://newer", true, t2);
-        assert_eq!(decisions.len(), MAX_DECISIONS);
-        assert_eq!(readable(&decisions, None, "demo://new", t2), None);
-        assert_eq!(readable(&decisions, None, "demo://1", t2), Some(true));
-        assert_eq!(readable(&decisions, None, "demo://newer", t2), Some(true));
+        let kept = decisions.len();
+        assert!(kept <= MAX_DECISIONS, "{kept} decisions kept");
+        assert!(kept > MAX_DECISIONS * 9 / 10, "{kept} decisions kept");
+        let newest = format!("demo://{}", 3 * MAX_DECISIONS - 1);
+        assert_eq!(readable(&decisions, None, &newest, now), Some(true));
     }
 
     #[test]
@@ -204,11 +262,66 @@ mod tests {
             decisions.put(None, &format!("demo://{i}/{long}"), true, now);
             assert!(decisions.bytes() <= MAX_URI_BYTES);
         }
-        // Everything was forgotten at least once, and the newest is kept.
         assert!(decisions.len() < 1000);
+        assert!(decisions.bytes() > MAX_URI_BYTES / 2, "some are kept");
         assert_eq!(
             readable(&decisions, None, &format!("demo://999/{long}"), now),
             Some(true)
         );
+    }
+
+    /// The least used go first: a decision asked about while one-off
+    /// decisions flood the full cache outlives them, and one put at the
+    /// same time but never asked about again goes.
+    #[test]
+    fn a_decision_in_use_survives_a_flood_of_one_off_decisions() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let (hot, idle) = (Principal::new("hot"), Principal::new("idle"));
+        let now = Instant::now();
+        let flood = |from: usize, to: usize| {
+            for i in from..to {
+                decisions.put(None, &format!("demo://once/{i}"), true, now);
+                if i % 100 == 0 {
+                    assert_eq!(
+                        readable(&decisions, Some(&hot), "demo://hot", now),
+                        Some(true)
+                    );
+                }
+            }
+        };
+        for i in 0..MAX_DECISIONS {
+            decisions.put(None, &format!("demo://first/{i}"), true, now);
+        }
+        decisions.put(Some(&hot), "demo://hot", true, now);
+        decisions.put(Some(&idle), "demo://hot", true, now);
+        flood(0, 4 * MAX_DECISIONS);
+        assert_eq!(
+            readable(&decisions, Some(&hot), "demo://hot", now),
+            Some(true)
+        );
+        assert_eq!(readable(&decisions, Some(&idle), "demo://hot", now), None);
+        assert!(decisions.len() <= MAX_DECISIONS);
+    }
+
+    #[test]
+    fn a_lookup_finds_what_was_put_under_every_caller() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let now = Instant::now();
+        // A caller named like a URI and a URI named like a caller stay apart.
+        let callers = [None, Some(Principal::new("")), Some(Principal::new("a"))];
+        for (i, caller) in callers.iter().enumerate() {
+            decisions.put(caller.as_ref(), "a", i % 2 == 0, now);
+        }
+        for (i, caller) in callers.iter().enumerate() {
+            assert_eq!(
+                readable(&decisions, caller.as_ref(), "a", now),
+                Some(i % 2 == 0)
+            );
+        }
+        assert_eq!(
+            readable(&decisions, Some(&Principal::new("a")), "", now),
+            None
+        );
+        assert_eq!(decisions.len(), 3);
     }
 }

@@ -1,5 +1,6 @@
 //! Thin wrappers around crate-private codecs, for the fuzz targets in `fuzz/`
-//! and the property tests in `tests/properties.rs`.
+//! and the property tests in `tests/properties.rs`; and around the decision
+//! cache, for `benches/decisions.rs`.
 //!
 //! Built only with the private feature `fuzzing`; not part of the public
 //! API: no stability promise, may change or disappear in any release.
@@ -157,4 +158,38 @@ pub fn sse_write(event: Option<&str>, id: Option<&str>, retry: Option<u64>, data
         &mut out,
     );
     out.to_vec()
+}
+
+/// The profile's decision cache: what the `ResourceAccess` hook answered,
+/// per (caller, URI), for `ttl`.
+pub struct Decisions(crate::access::Decisions);
+
+impl Decisions {
+    /// An empty cache whose decisions hold for `ttl`.
+    pub fn new(ttl: std::time::Duration) -> Self {
+        Self(crate::access::Decisions::new(ttl))
+    }
+
+    /// The decision on `caller` reading `uri` that holds at `now`, if kept.
+    pub fn get(
+        &self,
+        caller: Option<&crate::Principal>,
+        uri: &str,
+        now: std::time::Instant,
+    ) -> Option<bool> {
+        self.0
+            .get(caller, uri, now)
+            .map(|decision| decision.readable)
+    }
+
+    /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.
+    pub fn put(
+        &self,
+        caller: Option<&crate::Principal>,
+        uri: &str,
+        readable: bool,
+        now: std::time::Instant,
+    ) {
+        self.0.put(caller, uri, readable, now);
+    }
 }

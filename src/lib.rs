@@ -120,6 +120,7 @@ pub mod listen_filter;
 mod macros;
 mod profile;
 mod rejection;
+#[cfg(feature = "hub")]
 mod sync;
 #[cfg(test)]
 mod testing;

@@ -690,8 +690,8 @@ async fn a_very_long_uri_is_heard() {
 }
 
 /// A caller the decision cache knew as an update was published hears it,
-/// though the cache forgets that decision (it overflowed) while the hook
-/// is asked about another caller.
+/// though that decision changes (revoked) while the hook is asked about
+/// another caller: a delivery keeps its first pass's decisions.
 #[tokio::test]
 async fn a_decision_holds_for_the_whole_delivery() {
     let (asked, answer) = (
@@ -715,24 +715,20 @@ async fn a_decision_holds_for_the_whole_delivery() {
         .unwrap();
     let hub = ListenHub::new(profile.clone());
     let topics = || [crate::Topic::Resource(PUBLIC.into())];
-    let mut alice = hub.watch(Some(Principal::new("alice")), topics());
+    let alice_name = Principal::new("alice");
+    let mut alice = hub.watch(Some(alice_name.clone()), topics());
     let publisher = hub.publisher();
     // The cache now holds alice's answer.
     assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 1);
     let mut bob = hub.watch(Some(Principal::new("bob")), topics());
     let publication = tokio::spawn(async move { publisher.resource_updated(PUBLIC).await });
     asked.notified().await;
-    // While bob's answer is awaited, the cache overflows and starts afresh.
-    let filler = Principal::new("filler");
+    // While bob's answer is awaited, alice's decision in the cache changes.
     let now = std::time::Instant::now();
-    for i in 0..=65_536 {
-        let uri = format!("demo://other/{i}");
-        profile.decisions().put(Some(&filler), &uri, true, now);
-    }
-    let alices = profile
-        .decisions()
-        .get(Some(&Principal::new("alice")), PUBLIC, now);
-    assert_eq!(alices, None, "the cache forgot alice's decision");
+    let decisions = profile.decisions();
+    decisions.put(Some(&alice_name), PUBLIC, false, now);
+    let alices = decisions.get(Some(&alice_name), PUBLIC, now);
+    assert_eq!(alices.map(|d| d.readable), Some(false));
     answer.notify_one();
     assert_eq!(publication.await.unwrap().streams, 2);
     let update = Some(super::Change::ResourceUpdated { uri: PUBLIC.into() });
@@ -740,6 +736,44 @@ async fn a_decision_holds_for_the_whole_delivery() {
         assert_eq!(alice.next().await, update);
     }
     assert_eq!(bob.next().await, update);
+}
+
+/// A cache filled past its bound by one-off decisions (updates of ever new
+/// URIs, say) evicts some, not all: the decisions the open streams use
+/// stay, so their callers hear each update without the hook being asked
+/// again, and the cache keeps its bound.
+#[tokio::test]
+async fn a_full_cache_keeps_the_decisions_in_use() {
+    let stack = Stack::new(|b| b);
+    let topics = || [crate::Topic::Resource(PUBLIC.into())];
+    let mut streams: Vec<_> = (0..10)
+        .map(|i| Principal::new(format!("hot-{i}")))
+        .map(|caller| stack.hub.watch(Some(caller), topics()))
+        .collect();
+    let publisher = stack.hub.publisher();
+    let update = Some(super::Change::ResourceUpdated { uri: PUBLIC.into() });
+    let calls = || stack.calls.load(Ordering::SeqCst);
+    let before = calls();
+    assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 10);
+    assert_eq!(calls(), before + 10, "one call per caller");
+
+    let decisions = stack.profile.decisions();
+    let (filler, now) = (Principal::new("filler"), std::time::Instant::now());
+    let capacity = crate::access::MAX_DECISIONS;
+    for i in 0..2 * capacity {
+        decisions.put(Some(&filler), &format!("demo://other/{i}"), true, now);
+        if i % 8192 == 0 {
+            assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 10);
+        }
+    }
+    assert!(decisions.len() <= capacity, "{} kept", decisions.len());
+    assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 10);
+    assert_eq!(calls(), before + 10, "no decision in use was asked again");
+    for stream in &mut streams {
+        for _ in 0..2 + 2 * capacity / 8192 {
+            assert_eq!(stream.next().await, update);
+        }
+    }
 }
 
 /// A waker that records whether the registry's lock was free when it woke.
