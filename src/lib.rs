@@ -118,6 +118,7 @@ pub mod hub;
 pub mod jsonrpc;
 pub mod listen_filter;
 mod macros;
+mod metrics;
 mod profile;
 mod rejection;
 #[cfg(feature = "hub")]

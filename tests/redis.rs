@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 
 mod bus;
 
-use bus::{crosses, eventually, fresh_update_crosses, profile, Instance, Redis, Stream};
+use bus::{
+    crosses, eventually, fresh_update_crosses, profile, subscribed, Instance, Redis, Stream,
+};
 
 /// An instance on `redis`, with the test profile.
 fn instance(redis: &Redis, prefix: &str) -> Instance {
@@ -99,11 +101,7 @@ async fn an_update_on_one_instance_reaches_exactly_the_entitled_streams_on_the_o
             json!({"resourceSubscriptions": [BOB_NOTES, LOGS]}),
         )
         .await;
-    let channel = b.bus.channel_name(Channel::Resource(LOGS));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
+    subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     eventually("a connected", || async { a.bus.is_connected() }).await;
 
     // Below an honoured URI: both hear it, through one subscription.
@@ -204,11 +202,7 @@ async fn a_stalled_redis_is_reported_and_recovered() {
     let mut on_b = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
-    let channel = b.bus.channel_name(Channel::Resource(LOGS));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
+    subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     redis.signal("STOP");
     eventually("b sees the stall", || async { !b.bus.is_connected() }).await;
     redis.signal("CONT");
@@ -268,11 +262,7 @@ async fn malformed_messages_are_dropped_and_counted() {
     let mut stream = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
-    let channel = b.bus.channel_name(Channel::Resource(LOGS));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
+    let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     let mut connection = redis.connection().await;
     let too_long = format!(
         r#"{{"v":1,"from":"x","seq":1,"change":{{"type":"resource_updated","uri":"{LOGS}/{}"}}}}"#,
@@ -311,11 +301,7 @@ async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() 
     let mut stream = b
         .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
         .await;
-    let channel = b.bus.channel_name(Channel::Resource(LOGS));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
+    let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     eventually("a connected", || async { a.bus.is_connected() }).await;
     // a's first message is its number 0.
     let first = a.hub.publisher().resource_updated(LOGS).await;
@@ -500,11 +486,7 @@ async fn two_instances_run_as_a_redis_user_held_to_the_prefix() {
             json!({"resourceSubscriptions": [LOGS], "toolsListChanged": true}),
         )
         .await;
-    let channel = b.bus.channel_name(Channel::Resource(LOGS));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
+    let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     eventually("a connected", || async { a.bus.is_connected() }).await;
     crosses(&a, &mut stream, LOGS, "connecting as the user").await;
     let _ = a.hub.publisher().list_changed(ListChanged::Tools).await;

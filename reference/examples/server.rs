@@ -38,6 +38,11 @@
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
+//! `--metrics-addr HOST:PORT` serves mcp-edge's metrics as Prometheus text
+//! at `GET /metrics` on that address (`metrics.rs`; docs/operations.md
+//! lists them). Without it no recorder is installed, and the counts cost
+//! nothing but a look for one.
+//!
 //! The modules named here are in the workspace member `reference/`
 //! (`reference/src/`, the library `mcp_edge_reference`); this file is the
 //! binary around them. The router is assembled in `app.rs`, so
@@ -81,6 +86,7 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
               [--max-sessions-per-caller N] [--body-timeout SECS]
               [--max-streams N] [--max-streams-per-caller N] [--trust-forwarded-for]
               [--keep-alive-secs N] [--redis URL | --redis-cluster URL,URL,...]
+              [--metrics-addr HOST:PORT]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
@@ -96,13 +102,15 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
   --redis URL                  share listen topics with every instance on this Redis
                                (built with --features redis)
   --redis-cluster URL,URL,...  the same on the Redis Cluster these nodes belong to,
-                               over sharded pub/sub (built with --features redis)";
+                               over sharded pub/sub (built with --features redis)
+  --metrics-addr HOST:PORT     serve mcp-edge's metrics for Prometheus at /metrics there";
 
 struct Args {
     addr: String,
     bare: bool,
     bounds: app::Bounds,
     redis: Option<Redis>,
+    metrics: Option<String>,
 }
 
 /// Where the instances share listen topics.
@@ -125,12 +133,16 @@ fn parse_args() -> Result<Args, String> {
         bare: false,
         bounds: app::Bounds::default(),
         redis: None,
+        metrics: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
         match arg.as_str() {
             "--addr" => args.addr = argv.next().ok_or("--addr needs HOST:PORT")?,
             "--bare" => args.bare = true,
+            "--metrics-addr" => {
+                args.metrics = Some(argv.next().ok_or("--metrics-addr needs HOST:PORT")?);
+            }
             "--max-sessions" => args.bounds.sessions = number(&mut argv, &arg)? as usize,
             "--max-sessions-per-caller" => {
                 args.bounds.sessions_per_caller = number(&mut argv, &arg)? as usize;
@@ -199,6 +211,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
 
     let listener = TcpListener::bind(&args.addr).await?;
     let local = listener.local_addr()?;
+    let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let metrics = match &args.metrics {
+        Some(addr) => Some(serve_metrics(addr, metrics_stopped).await?),
+        None => None,
+    };
     let app::App {
         router,
         hub,
@@ -227,6 +244,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             // them), so the connections can drain.
             hub.shutdown();
             stop_rmcp();
+            let _ = stop_metrics.send(());
             let _ = signalled.send(());
         }
     };
@@ -245,8 +263,27 @@ async fn main() -> Result<(), Box<dyn Error>> {
             server.abort();
         }
     }
+    if let Some(metrics) = metrics {
+        metrics.await??;
+    }
     tracing::info!(open_streams = hub.open_streams(), "stopped");
     Ok(())
+}
+
+/// Installs the metrics recorder and serves it at `addr` until `stopped`.
+async fn serve_metrics(
+    addr: &str,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Result<tokio::task::JoinHandle<std::io::Result<()>>, Box<dyn Error>> {
+    let listener = TcpListener::bind(addr).await?;
+    println!("metrics at http://{}/metrics", listener.local_addr()?);
+    let router = mcp_edge_reference::metrics::router(mcp_edge_reference::metrics::install()?);
+    let stopped = async move {
+        let _ = stopped.await;
+    };
+    Ok(tokio::spawn(mcp_edge_reference::serve::serve(
+        listener, router, stopped,
+    )))
 }
 
 /// Logs as `RUST_LOG` says; without it, `info`, but rmcp's own lines

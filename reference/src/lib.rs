@@ -16,11 +16,15 @@
 //! - `peer`: the listen hub's admission buckets, anonymous callers by their
 //!   peer's address.
 //! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
+//!
+//! [`metrics`] serves mcp-edge's metrics for Prometheus, and [`serve`] is
+//! the accept loop both listeners run.
 
 pub mod app;
 mod edge;
 mod endpoint;
 mod handler;
+pub mod metrics;
 mod peer;
 pub mod serve;
 mod store;

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use crate::codec::sse::{self, Event};
 use crate::http::event_stream::EventRule;
 use crate::http::intercept::{replaced, AnswerRule, Rewritten};
+use crate::metrics::{self, Dropped, Replaced};
 use crate::{Principal, ServerProfile};
 
 /// What a response to an intercepted request is rewritten with.
@@ -76,9 +77,9 @@ impl AnswerRule for Target {
             Ok(text) => Rewritten::Body(text),
             Err(Skip::Error) => Rewritten::Kept,
             Err(Skip::Other | Skip::Foreign) => {
-                Rewritten::Replaced("the answer is not the request's")
+                Rewritten::Replaced(Replaced::Foreign, "the answer is not the request's")
             }
-            Err(Skip::Broken(reason)) => Rewritten::Replaced(reason),
+            Err(Skip::Broken(reason)) => Rewritten::Replaced(Replaced::Malformed, reason),
         }
     }
 
@@ -106,6 +107,7 @@ impl ResultRewrite {
     /// Sends `event` as the answer, unless one was sent.
     fn answer(&mut self, event: Bytes, out: &mut VecDeque<Bytes>) {
         if self.answered {
+            metrics::events_dropped(Dropped::Capabilities, 1);
             tracing::debug!("capabilities: dropped a second answer");
             return;
         }
@@ -113,10 +115,10 @@ impl ResultRewrite {
         out.push_back(event);
     }
 
-    /// The error event for `reason`.
-    fn replaced(&self, reason: &'static str) -> Bytes {
+    /// The error event in the answer's place, for `reason`.
+    fn replaced(&self, kind: Replaced, reason: &'static str) -> Bytes {
         let id = RawValue::from_string(self.target.id().to_owned()).ok();
-        let data = replaced(reason).to_body(id.as_deref());
+        let data = replaced(kind, reason).to_body(id.as_deref());
         let data = String::from_utf8_lossy(&data);
         sse::EventFields {
             data: &data,
@@ -145,11 +147,12 @@ impl EventRule for ResultRewrite {
             // A response to another request could be read as this one's by a
             // client that matches ids loosely: it never passes.
             Err(Skip::Foreign) => {
+                metrics::events_dropped(Dropped::Capabilities, 1);
                 tracing::debug!("capabilities: dropped an answer to another request");
             }
             Err(Skip::Error) => self.answer(event.raw, out),
             Err(Skip::Broken(reason)) => {
-                let replaced = self.replaced(reason);
+                let replaced = self.replaced(Replaced::Malformed, reason);
                 self.answer(replaced, out);
             }
         }
@@ -158,7 +161,7 @@ impl EventRule for ResultRewrite {
     fn on_unterminated(&mut self, _: Bytes, out: &mut VecDeque<Bytes>) {
         // The SSE rules discard it; a client that does not could read it as the answer.
         if !self.answered {
-            let replaced = self.replaced("the stream ended inside an event");
+            let replaced = self.replaced(Replaced::Truncated, "the stream ended inside an event");
             self.answer(replaced, out);
         }
     }

@@ -504,7 +504,7 @@ async fn honour_uris<'b, 'a>(
 ) -> Result<Vec<&'b Cow<'a, str>>, ListenError> {
     let mut names: Vec<&'b str> = uris.iter().map(|uri| &***uri).collect();
     if let Some(access) = profile.resource_access() {
-        let answers = access.readable(caller, &names).await;
+        let answers = crate::metrics::access_hook(access.readable(caller, &names)).await;
         keep(&mut uris, &answers);
         if uris.len() < names.len() && profile.unreadable_uris() == UnreadableUris::Refuse {
             return Err(ListenError::UnreadableResource);

@@ -35,6 +35,7 @@ use crate::codec::json;
 use crate::codec::scan::{Method, Outcome};
 use crate::codec::sse::Event;
 use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
+use crate::metrics::{self, Replaced};
 use crate::Rejection;
 
 /// One of two things, for the rules of two layers in one.
@@ -77,8 +78,10 @@ pub(crate) type Refusal = (Rejection, Option<Box<RawValue>>);
 pub(crate) type Later<T> =
     Pin<Box<dyn Future<Output = Result<(Parts, Bytes, T), Refusal>> + Send + 'static>>;
 
-/// The error that takes the place of an answer a layer cannot vouch for.
-pub(crate) fn replaced(reason: &'static str) -> JsonRpcError {
+/// The error that takes the place of an answer a layer cannot vouch for:
+/// counted by `kind`, logged with `reason`.
+pub(crate) fn replaced(kind: Replaced, reason: &'static str) -> JsonRpcError {
+    metrics::answer_replaced(kind);
     tracing::warn!(
         reason,
         "the inner service's answer was replaced by an error"
@@ -87,9 +90,13 @@ pub(crate) fn replaced(reason: &'static str) -> JsonRpcError {
 }
 
 /// The error response in place of the answer to request `id` (JSON text).
-pub(crate) fn replacement<B: From<Bytes>>(reason: &'static str, id: &str) -> Response<B> {
+pub(crate) fn replacement<B: From<Bytes>>(
+    kind: Replaced,
+    reason: &'static str,
+    id: &str,
+) -> Response<B> {
     let id = RawValue::from_string(id.to_owned()).ok();
-    replaced(reason).to_response(id.as_deref())
+    replaced(kind, reason).to_response(id.as_deref())
 }
 
 /// How a layer checks the answer to a request it took. The plumbing routes
@@ -133,8 +140,9 @@ pub(crate) enum Rewritten {
     Kept,
     /// Its body rewritten, the head kept.
     Body(String),
-    /// Replaced by an error for the request's id, for this reason.
-    Replaced(&'static str),
+    /// Replaced by an error for the request's id: counted by its kind,
+    /// logged with the reason.
+    Replaced(Replaced, &'static str),
 }
 
 /// What a layer intercepts and how far it reads: the same for every
@@ -377,11 +385,11 @@ fn next<R: Rules, B: Body>(
         }
         Decision::Pass => return Next::Call(Request::from_parts(parts, peek.into_body()), None),
         Decision::Take(take) => {
-            taken(&mut parts);
+            taken(&mut parts, classified);
             return Next::Call(Request::from_parts(parts, peek.into_body()), Some(take));
         }
         Decision::Whole { whole, limit } => {
-            taken(&mut parts);
+            taken(&mut parts, classified);
             (Then::Whole(whole), limit)
         }
         // Read what fits, for the id.
@@ -400,7 +408,9 @@ fn next<R: Rules, B: Body>(
 
 /// The head of a request a layer takes, as the inner service gets it: the
 /// answer is inspected, so it must come back uncompressed (it is small).
-fn taken(parts: &mut Parts) {
+/// Counted by its method.
+fn taken(parts: &mut Parts, classified: &Classified) {
+    metrics::intercepted(classified.method().unwrap_or(Method::Other));
     parts.headers.remove(header::ACCEPT_ENCODING);
 }
 
@@ -532,6 +542,7 @@ fn refused<B: Body, E, Sc>(
     rejection: Rejection,
     id: Option<&RawValue>,
 ) -> Response<Reply<B, E, Sc>> {
+    metrics::refused(&rejection);
     tracing::debug!(%rejection, "request answered by the layer");
     rejection.into_response(id)
 }
@@ -548,7 +559,7 @@ fn screened<B: Body, E, Sc>(
             if is_encoded(response.headers()) {
                 let reason =
                     "the event stream is compressed: compression belongs outside the layer";
-                return replacement(reason, "null");
+                return replacement(Replaced::Compressed, reason, "null");
             }
             let (mut parts, body) = response.into_parts();
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -768,7 +779,7 @@ where
         if is_encoded(&parts.headers) {
             self.finish();
             let reason = "the answer is compressed: compression belongs outside the layer";
-            return Poll::Ready(Ok(replacement(reason, rule.id())));
+            return Poll::Ready(Ok(replacement(Replaced::Compressed, reason, rule.id())));
         }
         if !is_event_stream(&parts.headers) {
             // JSON, any other type or none: a lenient client reads any body.
@@ -805,7 +816,9 @@ where
         let buffered = read.buffered();
         let text = done.ok().and_then(|()| std::str::from_utf8(&buffered).ok());
         let rewritten = match text {
-            None => Rewritten::Replaced("the answer is too long or not UTF-8"),
+            None => {
+                Rewritten::Replaced(Replaced::Unreadable, "the answer is too long or not UTF-8")
+            }
             Some(text) if !could_carry(parts.status, text) => Rewritten::Kept,
             Some(text) => json.rewrite(text),
         };
@@ -817,8 +830,8 @@ where
                 Reply::full(data.into(), read.as_mut().take_trailers())
             }
             Rewritten::Kept => Reply::rewound(read),
-            Rewritten::Replaced(reason) => {
-                return Poll::Ready(Ok(replacement(reason, json.id())));
+            Rewritten::Replaced(kind, reason) => {
+                return Poll::Ready(Ok(replacement(kind, reason, json.id())));
             }
         };
         Poll::Ready(Ok(Response::from_parts(parts, body)))

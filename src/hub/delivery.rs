@@ -8,6 +8,7 @@ use std::time::Instant;
 use super::stream::{Item, Pushed};
 use super::{Change, Shared};
 use crate::access::Decisions;
+use crate::metrics::{self, Dropped};
 use crate::sync::lock;
 use crate::Principal;
 
@@ -44,6 +45,7 @@ fn queue(
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
+    let mut unheard = 0;
     let mut unknown: Vec<Option<Principal>> = Vec::new();
     for (caller, streams) in audience.iter().flat_map(|streams| streams.callers()) {
         let decision = match readers.as_mut() {
@@ -52,10 +54,7 @@ fn queue(
         };
         match decision {
             Some(true) => heard.push(streams),
-            Some(false) => tracing::debug!(
-                streams = streams.len(),
-                "listen hub: an update the caller may no longer read was dropped"
-            ),
+            Some(false) => unheard += streams.len(),
             None if unknown.iter().any(|known| known.as_ref() == caller) => {}
             None => unknown.push(caller.cloned()),
         }
@@ -63,28 +62,42 @@ fn queue(
     if !unknown.is_empty() {
         return Err(unknown);
     }
+    if unheard > 0 {
+        metrics::events_dropped(Dropped::SendTime, unheard as u64);
+        tracing::debug!(
+            streams = unheard,
+            "listen hub: an update its callers may no longer read was dropped"
+        );
+    }
     if heard.is_empty() {
         return Ok(0);
     }
     let item = Item::of(change);
     let mut queued = 0;
-    let mut lagged = Vec::new();
+    let mut lagging = Vec::new();
     let mut wakers = std::mem::take(&mut *lock(&shared.wakers));
     for (id, stream) in heard.into_iter().flatten() {
         match stream.push(&item, shared.config.backlog, &mut wakers) {
             Pushed::Queued => queued += 1,
             Pushed::Ended => {}
             // A stream that falls behind leaves the registry at once.
-            Pushed::Lagged => lagged.push(*id),
+            Pushed::Lagged => lagging.push(*id),
         }
     }
     drop(audience);
-    for id in lagged {
+    let lagged = lagging.len();
+    for id in lagging {
         registry.close(id, &*shared.bus);
     }
     drop(registry);
     wakers.wake();
     *lock(&shared.wakers) = wakers;
+    metrics::hub_deliveries(queued as u64);
+    if lagged > 0 {
+        // Each lagging stream's backlog, and the event that did not fit.
+        let events = lagged * (shared.config.backlog + 1);
+        metrics::events_dropped(Dropped::Backlog, events as u64);
+    }
     Ok(queued)
 }
 
@@ -142,7 +155,8 @@ impl<'a> Readers<'a> {
     async fn ask(&mut self, callers: Vec<Option<Principal>>) {
         let mut settled: HashMap<_, _> = self.cached.drain(..).collect();
         for caller in callers {
-            let answer = self.access.readable(caller.as_ref(), &[self.uri]).await;
+            let asked = self.access.readable(caller.as_ref(), &[self.uri]);
+            let answer = metrics::access_hook(asked).await;
             let answer = answer.first() == Some(&true);
             self.decisions
                 .put(caller.as_ref(), self.uri, answer, Instant::now());

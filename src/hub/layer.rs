@@ -20,6 +20,7 @@ use crate::filter::stream::Served;
 use crate::http::once::Once;
 use crate::http::rewind::poll_bytes;
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
+use crate::metrics;
 use crate::HonouredFilter;
 
 /// How long a client refused for a cap is asked to wait (`Retry-After`).
@@ -116,6 +117,7 @@ where
                 stream(ListenStream::new(self.shared.clone(), None, queue, filter))
             }
             Admission::Full { cap, max } => {
+                metrics::listen_refused(cap.into());
                 let limit = cap.name();
                 tracing::info!(limit, max, "listen hub: a listen over a cap was refused");
                 let error = JsonRpcError::new(

@@ -75,6 +75,7 @@ use self::bus::SharedBus;
 use self::delivery::deliver;
 use self::registry::{Admission, Opener, Registry};
 use self::stream::{End, Queue, Wakers};
+use crate::metrics::{self, Dropped};
 pub use crate::ListChanged;
 use crate::{Principal, ServerProfile, Topic};
 
@@ -359,6 +360,7 @@ impl Publisher {
         let streams = deliver(&self.shared, &change).await;
         let remote = self.shared.bus.publish(&change).await;
         if let Err(error) = &remote {
+            metrics::events_dropped(Dropped::Bus, 1);
             tracing::debug!(%error, "listen hub: a change did not reach the other instances");
         }
         Published { streams, remote }

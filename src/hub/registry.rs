@@ -9,6 +9,7 @@ use super::bus::{heard, Bus, Change, Channel};
 use super::stream::{End, Queue, Wakers};
 use super::Config;
 use crate::filter::stream::coverers;
+use crate::metrics::Limit;
 use crate::{HonouredFilter, Principal, Topic};
 
 /// The streams under one topic, by caller (a delivery decides once per
@@ -94,6 +95,15 @@ pub(super) enum Cap {
     Streams,
     /// [`max_streams_per_caller`](super::ListenHubBuilder::max_streams_per_caller).
     StreamsPerCaller,
+}
+
+impl From<Cap> for Limit {
+    fn from(cap: Cap) -> Self {
+        match cap {
+            Cap::Streams => Limit::Streams,
+            Cap::StreamsPerCaller => Limit::StreamsPerCaller,
+        }
+    }
 }
 
 impl Cap {

@@ -17,6 +17,7 @@ use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
+use crate::metrics;
 use crate::HonouredFilter;
 
 /// What is queued for a stream: the notification, written once for every
@@ -334,6 +335,9 @@ impl ListenStream {
             let channels: Vec<Channel<'_>> = heard(filter.topics()).collect();
             shared.bus.ready(&channels)
         });
+        if id.is_some() {
+            metrics::listen_stream(true);
+        }
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
         let tag = tag(&filter);
         Self {
@@ -464,6 +468,7 @@ impl Drop for ListenStream {
         let mut registry = self.shared.registry();
         if let Some(id) = self.id {
             registry.close(id, &*self.shared.bus);
+            metrics::listen_stream(false);
         }
         tracing::info!(
             reason = self.finished.unwrap_or("the client went away"),

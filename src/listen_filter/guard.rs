@@ -15,6 +15,7 @@ use crate::filter::stream::{
 use crate::filter::{HonouredFilter, ListChanged, Topic};
 use crate::http::event_stream::EventRule;
 use crate::http::intercept::{AnswerRule, Rewritten};
+use crate::metrics::{self, Dropped, Replaced};
 
 /// Narrows acknowledgments to the honoured ack, sends the ack first if the
 /// inner service did not, and drops notifications outside the filter.
@@ -432,6 +433,7 @@ impl Guard {
     /// Leaves out a message or block, counted.
     fn drop_one(&mut self, reason: &'static str, data: Option<&str>) {
         self.dropped += 1;
+        metrics::events_dropped(Dropped::Guard, 1);
         // Drops are rare (a leaky inner service): re-reading the method is fine.
         let kind = data.and_then(|data| {
             let mut method = Found::Absent;
@@ -540,7 +542,7 @@ impl AnswerRule for ListenAnswer {
             // Already as it would be rebuilt: passes as it came.
             Verdict::Answer(answer) if answer == text => Rewritten::Kept,
             Verdict::Answer(answer) => Rewritten::Body(answer),
-            _ => Rewritten::Replaced("the answer is not the listen's own"),
+            _ => Rewritten::Replaced(Replaced::Foreign, "the answer is not the listen's own"),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::filter::honour_at;
 use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::intercept::{self, Decision, Later, Refusal, Rules, Settings, Take};
 use crate::http::peek::Peek;
+use crate::metrics;
 use crate::{HonouredFilter, Rejection, RequestBody, ServerProfile};
 
 /// Middleware that turns the `notifications` filter of every
@@ -243,7 +244,8 @@ async fn check_subscribe(
     let uris = [&*uri];
     if let Some(access) = profile.resource_access() {
         let caller = profile.principal(&parts);
-        let readable = access.readable(caller.as_ref(), &uris).await.first() == Some(&true);
+        let asked = access.readable(caller.as_ref(), &uris);
+        let readable = metrics::access_hook(asked).await.first() == Some(&true);
         // The stream that will carry its updates need not ask again.
         let now = std::time::Instant::now();
         profile

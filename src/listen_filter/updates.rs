@@ -17,6 +17,7 @@ use crate::codec::sse::Event;
 use crate::filter::stream::resolves_elsewhere;
 use crate::hooks::HookFuture;
 use crate::http::event_stream::Screen;
+use crate::metrics::{self, Dropped};
 use crate::{Principal, ServerProfile};
 
 const UPDATED: &str = "notifications/resources/updated";
@@ -187,6 +188,7 @@ impl Seen {
 
     fn drop_one(&mut self, reason: &'static str) -> Poll<bool> {
         self.dropped += 1;
+        metrics::events_dropped(Dropped::Screen, 1);
         tracing::debug!(reason, "event stream: dropped a resource update");
         Poll::Ready(false)
     }
@@ -266,7 +268,7 @@ impl Screen for Updates {
         if unknown.is_empty() {
             return Poll::Ready(true);
         }
-        let future = access.readable(caller, &unknown);
+        let future = metrics::access_hook(access.readable(caller, &unknown));
         let unknown = unknown.into_iter().map(str::to_owned).collect();
         seen.lookup = Some((unknown, future));
         seen.poll_lookup(cx, decisions, caller)

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{header, Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use mcp_edge::hub::{ListenHub, RedisBus};
+use mcp_edge::hub::{Channel, ListenHub, RedisBus};
 use mcp_edge::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
 use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -141,6 +141,14 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Waits until `redis` shows one subscription to `channel`, that of
+/// `instance`; the channel's name.
+pub async fn subscribed(redis: &Redis, instance: &Instance, channel: Channel<'_>) -> String {
+    let name = instance.bus.channel_name(channel);
+    eventually("subscribed", || async { redis.numsub(&name).await == 1 }).await;
+    name
 }
 
 /// Publishes updates of `uri` on `from` until one reaches `to` (10 s at

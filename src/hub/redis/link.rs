@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::deployment::{Connection, Heard, MAX_BACKOFF};
 use super::recent::Recent;
 use super::{Command, Inner, QUEUE_BYTES, TIMEOUT};
+use crate::metrics::{self, BusDropped};
 use crate::sync::lock;
 
 /// The longest message taken from a channel.
@@ -80,11 +81,13 @@ impl Link {
     }
 
     pub(super) async fn run(mut self) {
+        metrics::bus_connected(false);
         while let Some((mut subscriber, messages)) = self.connect().await {
             if let Left::Closed = self.serve(&mut subscriber, messages).await {
-                return;
+                break;
             }
         }
+        metrics::bus_connected(false);
     }
 
     /// Connects, retrying with backoff; `None` once the bus is gone.
@@ -316,6 +319,7 @@ impl Link {
             return;
         }
         queued.fetch_sub(bytes, Ordering::AcqRel);
+        metrics::bus_message_dropped(BusDropped::QueueFull);
         let count = self.inner.overflowed.fetch_add(1, Ordering::Relaxed);
         if self.overflow.is_none() {
             tracing::warn!(
@@ -328,6 +332,7 @@ impl Link {
     /// Redis answers: logged when it did not before.
     fn up(&mut self) {
         self.inner.up.store(true, Ordering::Relaxed);
+        metrics::bus_connected(true);
         match self.logged {
             Logged::Up => return,
             Logged::Nothing => tracing::info!("listen hub: connected to Redis"),
@@ -339,6 +344,7 @@ impl Link {
     /// Redis does not answer: logged once per outage.
     fn down(&mut self, why: &str) {
         self.inner.up.store(false, Ordering::Relaxed);
+        metrics::bus_connected(false);
         if self.logged != Logged::Down {
             tracing::warn!(
                 error = why,

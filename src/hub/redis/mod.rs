@@ -20,6 +20,7 @@ use self::deployment::{Connection, Deployment};
 use self::link::Link;
 use self::wire::{channel_name, channels_of, Message};
 use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
+use crate::metrics::{self, BusDropped};
 use crate::sync::lock;
 
 /// How long one send, subscription or ping may take.
@@ -290,6 +291,7 @@ impl Inner {
 
     fn malformed(&self, bytes: usize) -> Option<Change> {
         self.dropped.fetch_add(1, Ordering::Relaxed);
+        metrics::bus_message_dropped(BusDropped::Malformed);
         tracing::debug!(bytes, "listen hub: a malformed Redis message was dropped");
         None
     }

@@ -1,0 +1,49 @@
+//! The deployment's metrics (`--metrics-addr`): what mcp-edge counts,
+//! through the Prometheus exporter, as text at `GET /metrics` on an address
+//! of its own, apart from the MCP endpoint. docs/operations.md says what
+//! each metric means and what to alert on.
+
+use std::time::Duration;
+
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// The access hook's latency buckets, in seconds: a hook is an in-memory
+/// check or a call to an authorization service.
+const HOOK_SECONDS: &[f64] = &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
+
+/// How often the exporter drains its histograms' samples into buckets.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+/// Installs the process's recorder (once per process): from then on
+/// mcp-edge's counts are kept. The handle renders them; its upkeep runs on
+/// the runtime until the process ends.
+pub fn install() -> Result<PrometheusHandle, BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("mcp_edge_access_hook_seconds".to_owned()),
+            HOOK_SECONDS,
+        )?
+        .install_recorder()?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// `GET /metrics`: the Prometheus text of `handle`.
+pub fn router(handle: PrometheusHandle) -> Router {
+    let render = move || {
+        let text = handle.render();
+        async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response() }
+    };
+    Router::new().route("/metrics", get(render))
+}

@@ -1,0 +1,77 @@
+//! What the Redis bus counts (the `metrics` feature), read back through
+//! the Prometheus exporter: whether it is connected, the messages it
+//! dropped, and the changes that did not reach the other instances, on a
+//! real `redis-server` stopped and started again. Alone in its own test
+//! binary: the gauge is the process's.
+
+use std::time::Duration;
+
+use mcp_edge::hub::Channel;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
+
+mod bus;
+
+use bus::{eventually, profile, subscribed, Instance, Redis};
+
+const LOGS: &str = "demo://public/logs";
+
+fn sample(exporter: &PrometheusHandle, series: &str) -> f64 {
+    exporter
+        .render()
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bus_reports_its_connection_and_what_it_dropped() {
+    let exporter = PrometheusBuilder::new().install_recorder().unwrap();
+    let connected = || sample(&exporter, "mcp_edge_bus_connected");
+    let malformed = r#"mcp_edge_bus_messages_dropped_total{reason="malformed"}"#;
+    let unsent = r#"mcp_edge_events_dropped_total{reason="bus"}"#;
+
+    let mut redis = Redis::start();
+    let b = Instance::with(&redis.url(), "app", profile());
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
+    eventually("the gauge says connected", || async { connected() == 1.0 }).await;
+
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg("not json")
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    eventually("the malformed message counted", || async {
+        sample(&exporter, malformed) == 1.0
+    })
+    .await;
+    stream.silent(Duration::from_millis(200)).await;
+
+    redis.stop();
+    eventually("the gauge says disconnected", || async {
+        connected() == 0.0
+    })
+    .await;
+    let published = b.hub.publisher().resource_updated(LOGS).await;
+    assert!(published.remote.is_err(), "{:?}", published.remote);
+    assert_eq!(sample(&exporter, unsent), 1.0);
+    assert_eq!(
+        stream.message().await["params"]["uri"],
+        LOGS,
+        "delivered here"
+    );
+
+    redis.run();
+    eventually("the gauge says connected again", || async {
+        connected() == 1.0
+    })
+    .await;
+    assert_eq!(sample(&exporter, malformed), 1.0);
+    let published = b.hub.publisher().resource_updated(LOGS).await;
+    assert!(published.remote.is_ok(), "{:?}", published.remote);
+    assert_eq!(sample(&exporter, unsent), 1.0);
+}
