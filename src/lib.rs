@@ -81,6 +81,7 @@
 //! |---|---|---|
 //! | `hub` | yes | [`hub`]: the listen hub, on tokio's timers (no runtime of its own) |
 //! | `redis` | no | `hub::RedisBus`: the hub's bus on Redis or a Redis Cluster (redis-rs, tokio) |
+//! | `metrics` | no | counters, gauges and a histogram through the [`metrics`](https://docs.rs/metrics) facade: requests taken and refused, answers replaced, events dropped, the hub's streams and deliveries, the bus, the decision cache and its hook; the application installs the recorder ([docs/operations.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/operations.md)) |
 //!
 //! Without default features the layers need no async runtime.
 //!
@@ -94,6 +95,8 @@
 //! ([docs/security.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/security.md)),
 //! capacity across instances
 //! ([docs/scale-out.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/scale-out.md)),
+//! the metrics and what to alert on
+//! ([docs/operations.md](https://github.com/mcp-edge/mcp-edge/blob/main/docs/operations.md)),
 //! and the measured costs
 //! ([BENCHMARKS.md](https://github.com/mcp-edge/mcp-edge/blob/main/BENCHMARKS.md)).
 #![cfg_attr(docsrs, feature(doc_cfg))]
