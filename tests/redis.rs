@@ -4,79 +4,23 @@
 //! stand for two instances of a deployment.
 #![cfg(feature = "redis")]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mcp_edge::hub::{Channel, ListChanged};
-use mcp_edge::{Principal, ServerProfile};
-use serde_json::{json, Value};
+use mcp_edge::Principal;
+use serde_json::json;
 
 mod bus;
 
 use bus::{
-    crosses, eventually, fresh_update_crosses, profile, subscribed, Instance, Redis, Stream,
+    crosses, eventually, fresh_update_crosses, overflow, profile, slow_listen, slow_profile,
+    subscribed, Calls, Instance, Overflowed, Redis, SLOW,
 };
 
 /// An instance on `redis`, with the test profile.
 fn instance(redis: &Redis, prefix: &str) -> Instance {
     Instance::with(&redis.url(), prefix, profile())
-}
-
-/// The calls of a slow hook: begun and ended.
-#[derive(Default)]
-struct Calls {
-    begun: AtomicUsize,
-    ended: AtomicUsize,
-}
-
-impl Calls {
-    fn begun(&self) -> usize {
-        self.begun.load(Ordering::SeqCst)
-    }
-
-    fn ended(&self) -> usize {
-        self.ended.load(Ordering::SeqCst)
-    }
-}
-
-/// URIs below this one take the `ResourceAccess` hook 2 s to answer.
-const SLOW: &str = "demo://slow/";
-
-/// Everyone may read everything; a check of a URI below `SLOW` takes 2 s.
-fn slow_profile(calls: Arc<Calls>) -> ServerProfile {
-    ServerProfile::builder()
-        .resource_access(move |_: Option<&Principal>, uris: &[&str]| {
-            let slow = uris.iter().any(|uri| uri.starts_with(SLOW));
-            let (calls, answers) = (calls.clone(), vec![true; uris.len()]);
-            async move {
-                if slow {
-                    calls.begun.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    calls.ended.fetch_add(1, Ordering::SeqCst);
-                }
-                answers
-            }
-        })
-        .build()
-        .unwrap()
-}
-
-/// A listen on b of `demo://slow`, whose updates take the hook 2 s each,
-/// with both instances connected and b subscribed.
-async fn slow_listen(redis: &Redis, a: &Instance, b: &Instance, also: Value) -> Stream {
-    let mut notifications = json!({"resourceSubscriptions": ["demo://slow"]});
-    if let (Some(all), Value::Object(more)) = (notifications.as_object_mut(), also) {
-        all.extend(more);
-    }
-    let stream = b.listen("alice", 1, notifications).await;
-    let channel = b.bus.channel_name(Channel::Resource("demo://slow"));
-    eventually("b subscribed", || async {
-        redis.numsub(&channel).await == 1
-    })
-    .await;
-    eventually("a connected", || async { a.bus.is_connected() }).await;
-    stream
 }
 
 const ALICE_NOTES: &str = "demo://users/alice/notes";
@@ -423,33 +367,12 @@ async fn a_slow_hook_does_not_stall_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_delivery_queue_drops_the_newest_and_counts_them() {
     let redis = Redis::start();
-    let calls = Arc::new(Calls::default());
-    let a = instance(&redis, "app");
-    let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
-    let mut stream = slow_listen(&redis, &a, &b, json!({"toolsListChanged": true})).await;
-    let _ = a
-        .hub
-        .publisher()
-        .resource_updated(&format!("{SLOW}0"))
-        .await;
-    eventually("the hook runs", || async { calls.begun() == 1 }).await;
-
-    let channel = b.bus.channel_name(Channel::List(ListChanged::Tools));
-    let mut flood = redis::pipe();
-    for seq in 0..1_100 {
-        let message = json!({"v": 1, "from": "worker", "seq": seq,
-            "change": {"type": "list_changed", "list": "tools"}});
-        flood
-            .cmd("PUBLISH")
-            .arg(&channel)
-            .arg(message.to_string())
-            .ignore();
-    }
-    let () = flood
-        .query_async(&mut redis.connection().await)
-        .await
-        .unwrap();
-    eventually("76 dropped", || async { b.bus.overflowed() == 76 }).await;
+    let Overflowed {
+        b,
+        calls,
+        mut stream,
+        ..
+    } = overflow(&redis).await;
     assert_eq!(calls.ended(), 0, "the hook still runs");
     assert_eq!(stream.message().await["params"]["uri"], format!("{SLOW}0"));
     assert_eq!(

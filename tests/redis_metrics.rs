@@ -1,9 +1,11 @@
 //! What the Redis bus counts (the `metrics` feature), read back through
 //! the Prometheus exporter: whether it is connected, the messages it
 //! dropped, and the changes that did not reach the other instances, on a
-//! real `redis-server` stopped and started again. Alone in its own test
-//! binary: the gauge is the process's.
+//! real `redis-server` stopped and started again, and over a full delivery
+//! queue. Alone in its own test binary, the tests taking turns: the
+//! recorder and the gauge are the process's.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use mcp_edge::hub::Channel;
@@ -12,9 +14,17 @@ use serde_json::json;
 
 mod bus;
 
-use bus::{eventually, profile, subscribed, Instance, Redis};
+use bus::{eventually, overflow, profile, subscribed, Instance, Redis};
 
 const LOGS: &str = "demo://public/logs";
+
+/// One test at a time: the gauge is the process's.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn exporter() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| PrometheusBuilder::new().install_recorder().unwrap())
+}
 
 fn sample(exporter: &PrometheusHandle, series: &str) -> f64 {
     exporter
@@ -26,8 +36,9 @@ fn sample(exporter: &PrometheusHandle, series: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bus_reports_its_connection_and_what_it_dropped() {
-    let exporter = PrometheusBuilder::new().install_recorder().unwrap();
-    let connected = || sample(&exporter, "mcp_edge_bus_connected");
+    let _turn = TURN.lock().await;
+    let exporter = exporter();
+    let connected = || sample(exporter, "mcp_edge_bus_connected");
     let malformed = r#"mcp_edge_bus_messages_dropped_total{reason="malformed"}"#;
     let unsent = r#"mcp_edge_events_dropped_total{reason="bus"}"#;
 
@@ -46,7 +57,7 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
         .await
         .unwrap();
     eventually("the malformed message counted", || async {
-        sample(&exporter, malformed) == 1.0
+        sample(exporter, malformed) == 1.0
     })
     .await;
     stream.silent(Duration::from_millis(200)).await;
@@ -58,7 +69,7 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
     .await;
     let published = b.hub.publisher().resource_updated(LOGS).await;
     assert!(published.remote.is_err(), "{:?}", published.remote);
-    assert_eq!(sample(&exporter, unsent), 1.0);
+    assert_eq!(sample(exporter, unsent), 1.0);
     assert_eq!(
         stream.message().await["params"]["uri"],
         LOGS,
@@ -70,8 +81,20 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
         connected() == 1.0
     })
     .await;
-    assert_eq!(sample(&exporter, malformed), 1.0);
+    assert_eq!(sample(exporter, malformed), 1.0);
     let published = b.hub.publisher().resource_updated(LOGS).await;
     assert!(published.remote.is_ok(), "{:?}", published.remote);
-    assert_eq!(sample(&exporter, unsent), 1.0);
+    assert_eq!(sample(exporter, unsent), 1.0);
+}
+
+/// The delivery queue full behind a slow hook: the 76 messages over it
+/// are counted as dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_over_a_full_queue_are_counted() {
+    let _turn = TURN.lock().await;
+    let full = r#"mcp_edge_bus_messages_dropped_total{reason="queue_full"}"#;
+    let before = sample(exporter(), full);
+    let redis = Redis::start();
+    let _overflowed = overflow(&redis).await;
+    assert_eq!(sample(exporter(), full) - before, 76.0);
 }

@@ -8,13 +8,15 @@
 pub mod servers;
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use mcp_edge::hub::{Channel, ListenHub, RedisBus};
+use mcp_edge::hub::{Channel, ListChanged, ListenHub, RedisBus};
 use mcp_edge::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
 use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -44,6 +46,110 @@ pub fn profile() -> ServerProfile {
         .tasks(true)
         .build()
         .unwrap()
+}
+
+/// The calls of a slow hook: begun and ended.
+#[derive(Default)]
+pub struct Calls {
+    pub begun: AtomicUsize,
+    pub ended: AtomicUsize,
+}
+
+impl Calls {
+    pub fn begun(&self) -> usize {
+        self.begun.load(Ordering::SeqCst)
+    }
+
+    pub fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+}
+
+/// URIs below this one take the `ResourceAccess` hook 2 s to answer.
+pub const SLOW: &str = "demo://slow/";
+
+/// Everyone may read everything; a check of a URI below `SLOW` takes 2 s.
+pub fn slow_profile(calls: Arc<Calls>) -> ServerProfile {
+    ServerProfile::builder()
+        .resource_access(move |_: Option<&Principal>, uris: &[&str]| {
+            let slow = uris.iter().any(|uri| uri.starts_with(SLOW));
+            let (calls, answers) = (calls.clone(), vec![true; uris.len()]);
+            async move {
+                if slow {
+                    calls.begun.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    calls.ended.fetch_add(1, Ordering::SeqCst);
+                }
+                answers
+            }
+        })
+        .build()
+        .unwrap()
+}
+
+/// A listen on b of `demo://slow`, whose updates take the hook 2 s each,
+/// with both instances connected and b subscribed.
+pub async fn slow_listen(redis: &Redis, a: &Instance, b: &Instance, also: Value) -> Stream {
+    let mut notifications = json!({"resourceSubscriptions": ["demo://slow"]});
+    if let (Some(all), Value::Object(more)) = (notifications.as_object_mut(), also) {
+        all.extend(more);
+    }
+    let stream = b.listen("alice", 1, notifications).await;
+    let channel = b.bus.channel_name(Channel::Resource("demo://slow"));
+    eventually("b subscribed", || async {
+        redis.numsub(&channel).await == 1
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    stream
+}
+
+/// Two instances on `redis`; `b` delivers to its stream behind a hook
+/// that takes 2 s; 1 100 list changes published while it waits overflow
+/// its delivery queue, which holds 1 024 behind the one being delivered:
+/// 76 are dropped.
+pub struct Overflowed {
+    pub a: Instance,
+    pub b: Instance,
+    pub calls: Arc<Calls>,
+    pub stream: Stream,
+}
+
+/// Makes [`Overflowed`] happen.
+pub async fn overflow(redis: &Redis) -> Overflowed {
+    let calls = Arc::new(Calls::default());
+    let a = Instance::with(&redis.url(), "app", profile());
+    let b = Instance::with(&redis.url(), "app", slow_profile(calls.clone()));
+    let stream = slow_listen(redis, &a, &b, json!({"toolsListChanged": true})).await;
+    let _ = a
+        .hub
+        .publisher()
+        .resource_updated(&format!("{SLOW}0"))
+        .await;
+    eventually("the hook runs", || async { calls.begun() == 1 }).await;
+
+    let channel = b.bus.channel_name(Channel::List(ListChanged::Tools));
+    let mut flood = redis::pipe();
+    for seq in 0..1_100 {
+        let message = json!({"v": 1, "from": "worker", "seq": seq,
+            "change": {"type": "list_changed", "list": "tools"}});
+        flood
+            .cmd("PUBLISH")
+            .arg(&channel)
+            .arg(message.to_string())
+            .ignore();
+    }
+    let () = flood
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    eventually("76 dropped", || async { b.bus.overflowed() == 76 }).await;
+    Overflowed {
+        a,
+        b,
+        calls,
+        stream,
+    }
 }
 
 /// One instance: a hub on the Redis bus, behind the listen filter.
