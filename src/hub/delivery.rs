@@ -37,11 +37,13 @@ fn queue(
     mut readers: Option<&mut Readers<'_>>,
 ) -> Result<usize, Vec<Option<Principal>>> {
     // Locks, in the order taken: the registry's, then under it, one at a
-    // time, the decision cache's (`decide`), the wakers' (to take their
-    // list) and each stream's queue (`push`, which hands over the stream's
-    // waker); once the registry's is released, the wakers' again, alone (to
-    // give the list back). None of those is ever held while the registry's
-    // is taken, and the streams are woken under no lock.
+    // time, the decision cache's (`decide`; its count of a hit or a miss
+    // then takes the metrics recorder's, which never takes one of ours),
+    // the wakers' (to take their list) and each stream's queue (`push`,
+    // which hands over the stream's waker); once the registry's is
+    // released, the wakers' again, alone (to give the list back). None of
+    // those is ever held while the registry's is taken; the streams are
+    // woken, and what was done is counted, under no lock.
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
@@ -62,14 +64,10 @@ fn queue(
     if !unknown.is_empty() {
         return Err(unknown);
     }
-    if unheard > 0 {
-        metrics::events_dropped(Dropped::SendTime, unheard as u64);
-        tracing::debug!(
-            streams = unheard,
-            "listen hub: an update its callers may no longer read was dropped"
-        );
-    }
     if heard.is_empty() {
+        drop(audience);
+        drop(registry);
+        counted(shared, 0, unheard, 0);
         return Ok(0);
     }
     let item = Item::of(change);
@@ -92,13 +90,26 @@ fn queue(
     drop(registry);
     wakers.wake();
     *lock(&shared.wakers) = wakers;
+    counted(shared, queued, unheard, lagged);
+    Ok(queued)
+}
+
+/// Counts what a delivery did, under no lock: `queued` streams heard it,
+/// `unheard` were left out at send time, `lagged` fell behind (each its
+/// backlog and the event that did not fit lost).
+fn counted(shared: &Shared, queued: usize, unheard: usize, lagged: usize) {
     metrics::hub_deliveries(queued as u64);
+    if unheard > 0 {
+        metrics::events_dropped(Dropped::SendTime, unheard as u64);
+        tracing::debug!(
+            streams = unheard,
+            "listen hub: an update its callers may no longer read was dropped"
+        );
+    }
     if lagged > 0 {
-        // Each lagging stream's backlog, and the event that did not fit.
         let events = lagged * (shared.config.backlog + 1);
         metrics::events_dropped(Dropped::Backlog, events as u64);
     }
-    Ok(queued)
 }
 
 /// The callers that may hear a resource update under a

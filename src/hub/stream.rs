@@ -468,11 +468,15 @@ impl Drop for ListenStream {
         let mut registry = self.shared.registry();
         if let Some(id) = self.id {
             registry.close(id, &*self.shared.bus);
+        }
+        let open = registry.len();
+        drop(registry);
+        if self.id.is_some() {
             metrics::listen_stream(false);
         }
         tracing::info!(
             reason = self.finished.unwrap_or("the client went away"),
-            open = registry.len(),
+            open,
             "listen hub: stream closed"
         );
     }
