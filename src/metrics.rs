@@ -77,12 +77,19 @@ pub(crate) enum Limit {
 pub(crate) fn intercepted(method: Method) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_requests_intercepted_total";
         match method {
-            Method::Initialize => counter!(NAME, "method" => "initialize"),
-            Method::Discover => counter!(NAME, "method" => "server/discover"),
-            Method::Listen => counter!(NAME, "method" => "subscriptions/listen"),
-            Method::Subscribe => counter!(NAME, "method" => "resources/subscribe"),
+            Method::Initialize => {
+                counter!("mcp_edge_requests_intercepted_total", "method" => "initialize")
+            }
+            Method::Discover => {
+                counter!("mcp_edge_requests_intercepted_total", "method" => "server/discover")
+            }
+            Method::Listen => {
+                counter!("mcp_edge_requests_intercepted_total", "method" => "subscriptions/listen")
+            }
+            Method::Subscribe => {
+                counter!("mcp_edge_requests_intercepted_total", "method" => "resources/subscribe")
+            }
             Method::Other => return,
         }
         .increment(1);
@@ -97,27 +104,44 @@ pub(crate) fn refused(rejection: &Rejection) {
     #[cfg(feature = "metrics")]
     {
         use crate::filter::ListenError;
-        const NAME: &str = "mcp_edge_requests_refused_total";
         match rejection {
-            Rejection::HeaderMismatch => counter!(NAME, "reason" => "header_mismatch"),
-            Rejection::Parse => counter!(NAME, "reason" => "parse"),
-            Rejection::InvalidRequest(_) => counter!(NAME, "reason" => "invalid_request"),
-            Rejection::BodyTooLarge { .. } => counter!(NAME, "reason" => "body_too_large"),
-            Rejection::BodyUnreadable => counter!(NAME, "reason" => "body_unreadable"),
-            Rejection::Encoded => counter!(NAME, "reason" => "encoded"),
+            Rejection::HeaderMismatch => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "header_mismatch")
+            }
+            Rejection::Parse => counter!("mcp_edge_requests_refused_total", "reason" => "parse"),
+            Rejection::InvalidRequest(_) => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "invalid_request")
+            }
+            Rejection::BodyTooLarge { .. } => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "body_too_large")
+            }
+            Rejection::BodyUnreadable => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "body_unreadable")
+            }
+            Rejection::Encoded => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "encoded")
+            }
             Rejection::Listen(ListenError::InvalidParams(_)) => {
-                counter!(NAME, "reason" => "invalid_listen")
+                counter!("mcp_edge_requests_refused_total", "reason" => "invalid_listen")
             }
             Rejection::Listen(ListenError::MissingTasksCapability) => {
-                counter!(NAME, "reason" => "missing_tasks_capability")
+                counter!("mcp_edge_requests_refused_total", "reason" => "missing_tasks_capability")
             }
             Rejection::Listen(ListenError::UnreadableResource) => {
-                counter!(NAME, "reason" => "unreadable_resource")
+                counter!("mcp_edge_requests_refused_total", "reason" => "unreadable_resource")
             }
-            Rejection::InvalidParams(_) => counter!(NAME, "reason" => "invalid_params"),
-            Rejection::ResourceNotFound => counter!(NAME, "reason" => "resource_not_found"),
-            Rejection::SubscriptionRefused => counter!(NAME, "reason" => "subscription_refused"),
-            Rejection::MethodRemoved => counter!(NAME, "reason" => "method_removed"),
+            Rejection::InvalidParams(_) => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "invalid_params")
+            }
+            Rejection::ResourceNotFound => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "resource_not_found")
+            }
+            Rejection::SubscriptionRefused => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "subscription_refused")
+            }
+            Rejection::MethodRemoved => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "method_removed")
+            }
         }
         .increment(1);
     }
@@ -130,13 +154,20 @@ pub(crate) fn refused(rejection: &Rejection) {
 pub(crate) fn answer_replaced(reason: Replaced) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_answers_replaced_total";
         match reason {
-            Replaced::Compressed => counter!(NAME, "reason" => "compressed"),
-            Replaced::Unreadable => counter!(NAME, "reason" => "unreadable"),
-            Replaced::Foreign => counter!(NAME, "reason" => "foreign"),
-            Replaced::Malformed => counter!(NAME, "reason" => "malformed"),
-            Replaced::Truncated => counter!(NAME, "reason" => "truncated"),
+            Replaced::Compressed => {
+                counter!("mcp_edge_answers_replaced_total", "reason" => "compressed")
+            }
+            Replaced::Unreadable => {
+                counter!("mcp_edge_answers_replaced_total", "reason" => "unreadable")
+            }
+            Replaced::Foreign => counter!("mcp_edge_answers_replaced_total", "reason" => "foreign"),
+            Replaced::Malformed => {
+                counter!("mcp_edge_answers_replaced_total", "reason" => "malformed")
+            }
+            Replaced::Truncated => {
+                counter!("mcp_edge_answers_replaced_total", "reason" => "truncated")
+            }
         }
         .increment(1);
     }
@@ -149,17 +180,18 @@ pub(crate) fn answer_replaced(reason: Replaced) {
 pub(crate) fn events_dropped(reason: Dropped, events: u64) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_events_dropped_total";
         match reason {
-            Dropped::Guard => counter!(NAME, "reason" => "guard"),
-            Dropped::Screen => counter!(NAME, "reason" => "screen"),
+            Dropped::Guard => counter!("mcp_edge_events_dropped_total", "reason" => "guard"),
+            Dropped::Screen => counter!("mcp_edge_events_dropped_total", "reason" => "screen"),
             #[cfg(feature = "hub")]
-            Dropped::SendTime => counter!(NAME, "reason" => "send_time"),
+            Dropped::SendTime => counter!("mcp_edge_events_dropped_total", "reason" => "send_time"),
             #[cfg(feature = "hub")]
-            Dropped::Backlog => counter!(NAME, "reason" => "backlog"),
+            Dropped::Backlog => counter!("mcp_edge_events_dropped_total", "reason" => "backlog"),
             #[cfg(feature = "hub")]
-            Dropped::Bus => counter!(NAME, "reason" => "bus"),
-            Dropped::Capabilities => counter!(NAME, "reason" => "capabilities"),
+            Dropped::Bus => counter!("mcp_edge_events_dropped_total", "reason" => "bus"),
+            Dropped::Capabilities => {
+                counter!("mcp_edge_events_dropped_total", "reason" => "capabilities")
+            }
         }
         .increment(events);
     }
@@ -189,10 +221,11 @@ pub(crate) fn listen_stream(opened: bool) {
 pub(crate) fn listen_refused(limit: Limit) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_listen_refused_total";
         match limit {
-            Limit::Streams => counter!(NAME, "limit" => "streams"),
-            Limit::StreamsPerCaller => counter!(NAME, "limit" => "streams_per_caller"),
+            Limit::Streams => counter!("mcp_edge_listen_refused_total", "limit" => "streams"),
+            Limit::StreamsPerCaller => {
+                counter!("mcp_edge_listen_refused_total", "limit" => "streams_per_caller")
+            }
         }
         .increment(1);
     }
@@ -226,10 +259,13 @@ pub(crate) fn bus_connected(connected: bool) {
 pub(crate) fn bus_message_dropped(reason: BusDropped) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_bus_messages_dropped_total";
         match reason {
-            BusDropped::Malformed => counter!(NAME, "reason" => "malformed"),
-            BusDropped::QueueFull => counter!(NAME, "reason" => "queue_full"),
+            BusDropped::Malformed => {
+                counter!("mcp_edge_bus_messages_dropped_total", "reason" => "malformed")
+            }
+            BusDropped::QueueFull => {
+                counter!("mcp_edge_bus_messages_dropped_total", "reason" => "queue_full")
+            }
         }
         .increment(1);
     }
@@ -242,10 +278,9 @@ pub(crate) fn bus_message_dropped(reason: BusDropped) {
 pub(crate) fn access_decision(hit: bool) {
     #[cfg(feature = "metrics")]
     {
-        const NAME: &str = "mcp_edge_access_decisions_total";
         match hit {
-            true => counter!(NAME, "result" => "hit"),
-            false => counter!(NAME, "result" => "miss"),
+            true => counter!("mcp_edge_access_decisions_total", "result" => "hit"),
+            false => counter!("mcp_edge_access_decisions_total", "result" => "miss"),
         }
         .increment(1);
     }
@@ -254,18 +289,43 @@ pub(crate) fn access_decision(hit: bool) {
 }
 
 /// The access hook's answer, timed into `mcp_edge_access_hook_seconds`
-/// from the first poll to the answer.
+/// from its first poll to the answer.
 #[inline]
-pub(crate) fn access_hook(answer: HookFuture) -> HookFuture {
+pub(crate) fn access_hook(answer: HookFuture) -> Timed {
     #[cfg(feature = "metrics")]
-    return Box::pin(async move {
-        let asked = std::time::Instant::now();
-        let answer = answer.await;
-        histogram!("mcp_edge_access_hook_seconds").record(asked.elapsed());
-        answer
-    });
+    return Timed {
+        answer,
+        asked: None,
+    };
     #[cfg(not(feature = "metrics"))]
     answer
+}
+
+/// A hook's answer being timed: the answer itself without the feature.
+#[cfg(not(feature = "metrics"))]
+pub(crate) type Timed = HookFuture;
+
+/// A hook's answer being timed.
+#[cfg(feature = "metrics")]
+pub(crate) struct Timed {
+    answer: HookFuture,
+    /// When it was first polled.
+    asked: Option<std::time::Instant>,
+}
+
+#[cfg(feature = "metrics")]
+impl std::future::Future for Timed {
+    type Output = Vec<bool>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Vec<bool>> {
+        let asked = *self.asked.get_or_insert_with(std::time::Instant::now);
+        let answer = std::task::ready!(self.answer.as_mut().poll(cx));
+        histogram!("mcp_edge_access_hook_seconds").record(asked.elapsed());
+        std::task::Poll::Ready(answer)
+    }
 }
 
 #[cfg(test)]
@@ -278,37 +338,23 @@ mod tests {
         let code = include_str!("metrics.rs");
         let code = &code[..code.find("#[cfg(test)]\nmod tests").unwrap()];
         let quoted = |line: &str, after: &str| -> Option<String> {
-            let rest = &line[line.find(after)? + after.len()..];
+            let rest = &line[line.rfind(after)? + after.len()..];
             let start = rest.find('"')? + 1;
             let end = start + rest[start..].find('"')?;
             Some(rest[start..end].to_owned())
         };
-        let mut checked = 0;
+        let mut checked = std::collections::BTreeSet::new();
         for line in code.lines() {
-            let names = [
-                quoted(line, "&str = "),
-                quoted(line, "gauge!("),
-                quoted(line, "histogram!("),
-            ];
-            let values = [quoted(line, "=> ")];
-            for word in names.into_iter().chain(values).flatten() {
+            let named = ["counter!(", "gauge!(", "histogram!("].map(|macro_| quoted(line, macro_));
+            for word in named.into_iter().chain([quoted(line, "=> ")]).flatten() {
                 assert!(
                     page.contains(&format!("`{word}`")),
                     "`{word}` is not in docs/operations.md"
                 );
-                checked += 1;
-            }
-            if let Some(name) =
-                quoted(line, "counter!(").filter(|name| name.starts_with("mcp_edge_"))
-            {
-                assert!(
-                    page.contains(&format!("`{name}`")),
-                    "`{name}` is not in docs/operations.md"
-                );
-                checked += 1;
+                checked.insert(word);
             }
         }
-        // Eleven metrics; 34 label values.
-        assert_eq!(checked, 11 + 34);
+        // Eleven metrics; 34 label values, `malformed` in two sets.
+        assert_eq!(checked.len(), 11 + 33);
     }
 }

@@ -5,6 +5,8 @@
 //! through the profile's decision cache; everything else passes as parsed.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::LazyLock;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
@@ -15,7 +17,6 @@ use crate::access::{Decision, Decisions};
 use crate::codec::json::{self, Found};
 use crate::codec::sse::Event;
 use crate::filter::stream::resolves_elsewhere;
-use crate::hooks::HookFuture;
 use crate::http::event_stream::Screen;
 use crate::metrics::{self, Dropped};
 use crate::{Principal, ServerProfile};
@@ -140,7 +141,7 @@ pub(crate) struct Updates {
 #[derive(Default)]
 struct Seen {
     /// The hook's answer being awaited for the event held, and its URIs.
-    lookup: Option<(Vec<String>, HookFuture)>,
+    lookup: Option<(Vec<String>, metrics::Timed)>,
     /// The last decisions this stream used (as the cache had them, so they
     /// expire when those do), the oldest replaced first.
     recent: Vec<(Box<str>, Decision)>,
@@ -204,7 +205,7 @@ impl Seen {
         let Some((_, future)) = self.lookup.as_mut() else {
             return Poll::Ready(false);
         };
-        let answers = ready!(future.as_mut().poll(cx));
+        let answers = ready!(Future::poll(Pin::new(future), cx));
         let Some((uris, _)) = self.lookup.take() else {
             return Poll::Ready(false);
         };
