@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use quick_cache::sync::Cache;
 use quick_cache::{Equivalent, OptionsBuilder, Weighter};
 
-use crate::metrics;
 use crate::Principal;
 
 /// Most decisions kept at once.
@@ -130,14 +129,13 @@ impl Decisions {
         now: Instant,
     ) -> Option<Decision> {
         let query = Query { caller, uri };
-        let kept = self.cache.get(&query);
-        let decision = kept.filter(|kept| self.fresh(kept, now));
-        metrics::access_decision(decision.is_some());
-        if kept.is_some() && decision.is_none() {
-            // An expired one goes, unless a fresh one took its place meanwhile.
-            self.cache.remove_if(&query, |kept| !self.fresh(kept, now));
+        let decision = self.cache.get(&query)?;
+        if self.fresh(&decision, now) {
+            return Some(decision);
         }
-        decision
+        // Unless a fresh decision took its place meanwhile.
+        self.cache.remove_if(&query, |kept| !self.fresh(kept, now));
+        None
     }
 
     /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.

@@ -273,19 +273,20 @@ pub(crate) fn bus_message_dropped(reason: BusDropped) {
     let _ = reason;
 }
 
-/// The decision cache had a decision (`true`) or not.
+/// The decision cache had a decision `hits` times, and none `misses` times.
 #[inline]
-pub(crate) fn access_decision(hit: bool) {
+pub(crate) fn access_decisions(hits: u64, misses: u64) {
     #[cfg(feature = "metrics")]
     {
-        match hit {
-            true => counter!("mcp_edge_access_decisions_total", "result" => "hit"),
-            false => counter!("mcp_edge_access_decisions_total", "result" => "miss"),
+        if hits > 0 {
+            counter!("mcp_edge_access_decisions_total", "result" => "hit").increment(hits);
         }
-        .increment(1);
+        if misses > 0 {
+            counter!("mcp_edge_access_decisions_total", "result" => "miss").increment(misses);
+        }
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = hit;
+    let _ = (hits, misses);
 }
 
 /// The access hook's answer, timed into `mcp_edge_access_hook_seconds`

@@ -2,6 +2,7 @@
 //! hears it, under the registry's lock, deciding once per caller whether it
 //! may be heard.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -37,13 +38,12 @@ fn queue(
     mut readers: Option<&mut Readers<'_>>,
 ) -> Result<usize, Vec<Option<Principal>>> {
     // Locks, in the order taken: the registry's, then under it, one at a
-    // time, the decision cache's (`decide`; its count of a hit or a miss
-    // then takes the metrics recorder's, which never takes one of ours),
-    // the wakers' (to take their list) and each stream's queue (`push`,
-    // which hands over the stream's waker); once the registry's is
-    // released, the wakers' again, alone (to give the list back). None of
-    // those is ever held while the registry's is taken; the streams are
-    // woken, and what was done is counted, under no lock.
+    // time, the decision cache's (`decide`), the wakers' (to take their
+    // list) and each stream's queue (`push`, which hands over the stream's
+    // waker); once the registry's is released, the wakers' again, alone (to
+    // give the list back). None of those is ever held while the registry's
+    // is taken; the streams are woken, and what was done is counted (the
+    // cache's hits and misses when `readers` is dropped), under no lock.
     let mut registry = shared.registry();
     let audience = registry.audience(change);
     let mut heard = Vec::new();
@@ -125,6 +125,15 @@ struct Readers<'a> {
     /// Once the hook was asked: every decision of this delivery, the cache's
     /// and the hook's, so that none changes between the two passes.
     settled: Option<HashMap<Option<Principal>, bool>>,
+    /// The cache's hits and misses, counted once the delivery is done.
+    hits: Cell<u64>,
+    misses: Cell<u64>,
+}
+
+impl Drop for Readers<'_> {
+    fn drop(&mut self) {
+        metrics::access_decisions(self.hits.get(), self.misses.get());
+    }
 }
 
 impl<'a> Readers<'a> {
@@ -138,6 +147,8 @@ impl<'a> Readers<'a> {
                 now: Instant::now(),
                 cached: Vec::new(),
                 settled: None,
+                hits: Cell::new(0),
+                misses: Cell::new(0),
             }),
             _ => None,
         }
@@ -157,8 +168,14 @@ impl<'a> Readers<'a> {
     }
 
     fn cache(&self, caller: Option<&Principal>) -> Option<bool> {
-        let decision = self.decisions.get(caller, self.uri, self.now)?;
-        Some(decision.readable)
+        let decision = self.decisions.get(caller, self.uri, self.now);
+        let counted = if decision.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counted.set(counted.get() + 1);
+        Some(decision?.readable)
     }
 
     /// Asks the hook about `callers` (one call each), keeping the answers

@@ -170,7 +170,9 @@ impl Seen {
         if resolves_elsewhere(uri.as_bytes()) {
             return Some(false);
         }
-        let decision = decisions.get(caller, uri, now)?;
+        let decision = decisions.get(caller, uri, now);
+        metrics::access_decisions(decision.is_some().into(), decision.is_none().into());
+        let decision = decision?;
         self.keep(uri, decision);
         Some(decision.readable)
     }
