@@ -188,11 +188,47 @@ pub(crate) struct Queue {
 
 #[derive(Default)]
 struct State {
-    items: VecDeque<Item>,
+    items: Items,
     /// The list changes queued and not yet sent.
     pending: [bool; 3],
     end: Option<End>,
     waker: Option<Waker>,
+}
+
+/// The items waiting, oldest first. The first is held in place: most
+/// streams have one at most, and reach it without a second allocation.
+#[derive(Default)]
+struct Items {
+    first: Option<Item>,
+    /// Behind `first`; empty while `first` is.
+    rest: VecDeque<Item>,
+}
+
+impl Items {
+    #[inline]
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    #[inline]
+    fn push(&mut self, item: Item) {
+        match self.first {
+            None => self.first = Some(item),
+            Some(_) => self.rest.push_back(item),
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<Item> {
+        let first = self.first.take()?;
+        self.first = self.rest.pop_front();
+        Some(first)
+    }
+
+    fn clear(&mut self) {
+        self.first = None;
+        self.rest.clear();
+    }
 }
 
 /// What a stream sends next.
@@ -229,7 +265,7 @@ impl Queue {
         if let Some(list) = item.list() {
             state.pending[list.index()] = true;
         }
-        state.items.push_back(item.clone());
+        state.items.push(item.clone());
         wakers.take(&mut state);
         Pushed::Queued
     }
@@ -254,7 +290,7 @@ impl Queue {
     #[inline]
     fn poll_next(&self, cx: &mut Context<'_>) -> Next {
         let mut state = self.state();
-        if let Some(item) = state.items.pop_front() {
+        if let Some(item) = state.items.pop() {
             if let Some(list) = item.list() {
                 state.pending[list.index()] = false;
             }
@@ -309,13 +345,7 @@ pub(crate) struct ListenStream {
     ready: Mutex<Option<BusReady>>,
     acknowledged: bool,
     finished: Option<&'static str>,
-    keep_alive: Pin<Box<tokio::time::Sleep>>,
-    period: Duration,
-    /// No later than the last event was sent: when the keep-alive timer
-    /// fires less than a period after it, it is armed again for a period
-    /// after it instead of sending a comment (no timer is touched, and the
-    /// clock is not read, per event).
-    sent: Instant,
+    keep_alive: KeepAlive,
     /// What the stream writes after each item's head (see [`tag`]).
     tag: Box<[u8]>,
     /// Where events are written (see [`Item::event`]).
@@ -329,8 +359,7 @@ impl ListenStream {
         queue: Arc<Queue>,
         filter: HonouredFilter,
     ) -> Self {
-        let period = shared.config.keep_alive;
-        let opened = Instant::now();
+        let keep_alive = KeepAlive::new(Instant::now(), shared.config.keep_alive);
         let ready = id.map(|_| {
             let channels: Vec<Channel<'_>> = heard(filter.topics()).collect();
             shared.bus.ready(&channels)
@@ -348,9 +377,7 @@ impl ListenStream {
             ready: Mutex::new(ready),
             acknowledged: false,
             finished: None,
-            keep_alive: Box::pin(tokio::time::sleep_until(opened + period)),
-            period,
-            sent: opened,
+            keep_alive,
             tag,
             buffer: BytesMut::new(),
         }
@@ -382,6 +409,75 @@ impl ListenStream {
                 String::from_utf8_lossy(&error).into_owned()
             }
         }
+    }
+}
+
+/// A stream's keep-alive: due once the stream has been silent a whole
+/// period.
+struct KeepAlive {
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// When `timer` fires.
+    deadline: Instant,
+    /// The waker `timer` was last polled with, `None` since it was armed.
+    polled_with: Option<Waker>,
+    period: Duration,
+    /// No later than the last event was sent: when the timer fires less
+    /// than a period after it, it is armed again for a period after it
+    /// instead of sending a comment (no timer is touched per event).
+    sent: Instant,
+}
+
+impl KeepAlive {
+    fn new(opened: Instant, period: Duration) -> Self {
+        let deadline = opened + period;
+        Self {
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            deadline,
+            polled_with: None,
+            period,
+            sent: opened,
+        }
+    }
+
+    /// An event was sent, written at `at`.
+    fn sent(&mut self, at: Instant) {
+        self.sent = at;
+    }
+
+    /// Ready when a keep-alive is due (the timer is then armed for the next).
+    /// Before the deadline, a timer already polled with this waker is left
+    /// untouched: it cannot have fired, and it wakes the task when it does.
+    fn poll_silent(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let held = self
+                .polled_with
+                .as_ref()
+                .is_some_and(|waker| waker.will_wake(cx.waker()));
+            if held && Instant::now() < self.deadline {
+                return Poll::Pending;
+            }
+            if self.timer.as_mut().poll(cx).is_pending() {
+                if !held {
+                    self.polled_with = Some(cx.waker().clone());
+                }
+                return Poll::Pending;
+            }
+            let now = Instant::now();
+            let due = self.sent + self.period;
+            if due <= now {
+                self.sent = now;
+                self.arm(now + self.period);
+                return Poll::Ready(());
+            }
+            // Not silent for a whole period yet.
+            self.arm(due);
+        }
+    }
+
+    fn arm(&mut self, deadline: Instant) {
+        self.timer.as_mut().reset(deadline);
+        self.deadline = deadline;
+        self.polled_with = None;
     }
 }
 
@@ -419,43 +515,30 @@ impl Body for ListenStream {
             let event = this.event(&ack);
             return Poll::Ready(Some(Ok(Frame::data(event))));
         }
-        loop {
-            let data = match this.queue.poll_next(cx) {
-                Next::Item(item) => {
-                    this.sent = item.at();
-                    let event = item.event(&this.tag, &mut this.buffer);
-                    return Poll::Ready(Some(Ok(Frame::data(event))));
+        let data = match this.queue.poll_next(cx) {
+            Next::Item(item) => {
+                this.keep_alive.sent(item.at());
+                let event = item.event(&this.tag, &mut this.buffer);
+                return Poll::Ready(Some(Ok(Frame::data(event))));
+            }
+            Next::End(end) => {
+                this.finished = Some(match end {
+                    End::Shutdown => "shutdown",
+                    End::Lagged { .. } => "fell behind",
+                });
+                if let End::Lagged { backlog } = end {
+                    tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
                 }
-                Next::End(end) => {
-                    this.finished = Some(match end {
-                        End::Shutdown => "shutdown",
-                        End::Lagged { .. } => "fell behind",
-                    });
-                    if let End::Lagged { backlog } = end {
-                        tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
-                    }
-                    this.end(end)
-                }
-                Next::Nothing => {
-                    if this.keep_alive.as_mut().poll(cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    let now = Instant::now();
-                    let due = this.sent + this.period;
-                    if due > now {
-                        // Not silent for a whole period yet.
-                        this.keep_alive.as_mut().reset(due);
-                        continue;
-                    }
-                    this.sent = now;
-                    this.keep_alive.as_mut().reset(now + this.period);
-                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                        b": keep-alive\n\n",
-                    )))));
-                }
-            };
-            return Poll::Ready(Some(Ok(Frame::data(this.event(&data)))));
-        }
+                this.end(end)
+            }
+            Next::Nothing => {
+                std::task::ready!(this.keep_alive.poll_silent(cx));
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                    b": keep-alive\n\n",
+                )))));
+            }
+        };
+        Poll::Ready(Some(Ok(Frame::data(this.event(&data)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -538,12 +621,34 @@ impl std::fmt::Debug for Watch {
 
 #[cfg(test)]
 mod tests {
-    use bytes::BytesMut;
     use serde_json::{json, Value};
 
-    use super::{Item, BUFFER};
+    use std::task::{Context, Waker};
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use bytes::BytesMut;
+
+    use super::{Item, KeepAlive, BUFFER};
     use crate::hub::Change;
     use crate::Principal;
+
+    /// A timer polled with one waker, then the stream polled with another
+    /// (moved to another task): the keep-alive wakes the second.
+    #[tokio::test(start_paused = true)]
+    async fn a_keep_alive_polled_from_another_task_wakes_that_task() {
+        let period = Duration::from_secs(15);
+        let start = Instant::now();
+        let mut keep_alive = KeepAlive::new(start, period);
+        let mut elsewhere = Context::from_waker(Waker::noop());
+        assert!(keep_alive.poll_silent(&mut elsewhere).is_pending());
+        let due = std::future::poll_fn(|cx| keep_alive.poll_silent(cx));
+        tokio::time::timeout(2 * period, due)
+            .await
+            .expect("the keep-alive wakes the task that polled it last");
+        assert_eq!(start.elapsed(), period);
+    }
 
     /// A stream's events are written over the ones it sent once those are
     /// dropped, and a large event does not leave a large buffer behind.
