@@ -111,6 +111,7 @@ async fn connection(
         router.clone().call(request)
     });
     let io = TokioIo::new(io);
+    let signal = stopped.clone();
     let stop = async move {
         let _ = stopped.wait_for(|stop| *stop).await;
     };
@@ -119,7 +120,7 @@ async fn connection(
         // room for an HTTP/2 one.
         let connection =
             Box::pin(http2::Builder::new(TokioExecutor::new()).serve_connection(io, service));
-        Graceful::new(connection, stop, |c| {
+        Graceful::new(connection, stop, signal, |c| {
             c.get_mut().as_mut().graceful_shutdown()
         })
         .await
@@ -127,7 +128,7 @@ async fn connection(
         let connection = http1::Builder::new()
             .serve_connection(io, service)
             .with_upgrades();
-        Graceful::new(connection, stop, |c| c.graceful_shutdown()).await
+        Graceful::new(connection, stop, signal, |c| c.graceful_shutdown()).await
     };
     if let Err(error) = result {
         tracing::trace!(%error, "connection error");
@@ -139,21 +140,35 @@ pin_project_lite::pin_project! {
     /// of its own, so that each connection's task holds the connection
     /// once: 1.1 KiB a task, where an `async fn` that took the connection
     /// and `select!`ed over it, awaited in an `async` block, made 4 KiB.
+    ///
+    /// `stop` is polled again only once `signal` (the channel it waits on)
+    /// has changed: the task that polled it first, the connection's own,
+    /// is the one it wakes, and every other wake (each event a listen
+    /// stream sends) leaves it alone instead of taking its lock.
     struct Graceful<C, S> {
         #[pin]
         connection: C,
         #[pin]
         stop: S,
+        signal: watch::Receiver<bool>,
+        waiting: bool,
         stopping: bool,
         shut_down: fn(Pin<&mut C>),
     }
 }
 
 impl<C, S> Graceful<C, S> {
-    fn new(connection: C, stop: S, shut_down: fn(Pin<&mut C>)) -> Self {
+    fn new(
+        connection: C,
+        stop: S,
+        signal: watch::Receiver<bool>,
+        shut_down: fn(Pin<&mut C>),
+    ) -> Self {
         Self {
             connection,
             stop,
+            signal,
+            waiting: false,
             stopping: false,
             shut_down,
         }
@@ -165,9 +180,14 @@ impl<C: Future, S: Future<Output = ()>> Future for Graceful<C, S> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let mut this = self.project();
-        if !*this.stopping && this.stop.poll(cx).is_ready() {
-            *this.stopping = true;
-            (this.shut_down)(this.connection.as_mut());
+        // A closed channel counts as changed: `stop` then completes.
+        let signalled = || this.signal.has_changed().unwrap_or(true);
+        if !*this.stopping && (!*this.waiting || signalled()) {
+            *this.waiting = true;
+            if this.stop.poll(cx).is_ready() {
+                *this.stopping = true;
+                (this.shut_down)(this.connection.as_mut());
+            }
         }
         this.connection.poll(cx)
     }
