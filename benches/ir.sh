@@ -6,6 +6,7 @@
 # Usage: benches/ir.sh
 #        FEATURES="--features metrics" benches/ir.sh
 #        CALLS=1 benches/ir.sh
+#        ROWS='hub fan-out' benches/ir.sh
 #
 # Builds the benches (`cargo bench -p mcp-edge --no-run $FEATURES`;
 # honours CARGO_TARGET_DIR), then runs each row's criterion bench id alone
@@ -14,7 +15,8 @@
 # bench binary at a fixed path and with a fixed environment (the stack's
 # alignment, and so a few memcpy and malloc paths, follow their sizes).
 # Prints one line per row, `<row>\t<Ir per unit>`; with CALLS=1, a third
-# column: the calls counted. `--profile-time 1` runs as many iterations as
+# column: the calls counted; with ROWS, only the rows whose name matches
+# that extended regex. `--profile-time 1` runs as many iterations as
 # fit in one second, so that count follows the machine's speed, and a row
 # whose cost per unit changes with the iterations run reads differently
 # at another count. What each row counts:
@@ -35,6 +37,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FEATURES=${FEATURES:-}
 CALLS=${CALLS:-}
+ROWS=${ROWS:-}
 VALGRIND=$(command -v valgrind)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -59,6 +62,7 @@ done
 # units per call.
 row() {
   local bench=$1 id=$2 counted=$3 units=$4 name=$5 out ir
+  [[ -z "$ROWS" || "$name" =~ $ROWS ]] || return 0
   [ -x "$TMP/bin/$bench" ] || {
     echo "bench $bench not built (FEATURES='$FEATURES'; see its required-features)" >&2
     exit 1
