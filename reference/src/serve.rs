@@ -181,8 +181,7 @@ impl<C: Future, S: Future<Output = ()>> Future for Graceful<C, S> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<C::Output> {
         let mut this = self.project();
         // A closed channel counts as changed: `stop` then completes.
-        let signalled = || this.signal.has_changed().unwrap_or(true);
-        if !*this.stopping && (!*this.waiting || signalled()) {
+        if !*this.stopping && (!*this.waiting || this.signal.has_changed().unwrap_or(true)) {
             *this.waiting = true;
             if this.stop.poll(cx).is_ready() {
                 *this.stopping = true;
