@@ -1,5 +1,6 @@
 //! One listen stream of the hub: its queue, and the SSE body that drains it.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -39,8 +40,19 @@ struct Notice {
     at: Instant,
 }
 
-/// The room a stream's event buffer is given (see [`Item::event`]).
-const BUFFER: usize = 512;
+/// The room of the buffer events are written in (see [`Item::event`]).
+const BUFFER: usize = 1024;
+
+thread_local! {
+    /// Where the streams polled on this thread write their events (see
+    /// [`Item::event`]). One buffer for all of them, not one per stream:
+    /// each event is written over the last few, on lines still in the
+    /// cache, where a stream's own buffer is out of it again by its next
+    /// event once thousands of streams are open. An event waiting for a
+    /// slow client holds the buffer's room until it is sent; the next are
+    /// written in a new one.
+    static EVENTS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
 
 /// The message after the subscription id, and the event's end.
 const TAIL: &str = "}}}\n\n";
@@ -126,6 +138,12 @@ impl Item {
         self.0.at
     }
 
+    /// The event with a stream's [`tag`], written into this thread's
+    /// buffer ([`EVENTS`]).
+    fn event_here(&self, tag: &[u8]) -> Bytes {
+        EVENTS.with_borrow_mut(|buffer| self.event(tag, buffer))
+    }
+
     /// The event with a stream's [`tag`], written into `buffer`: once the
     /// events taken from it are dropped, the next are written over them (no
     /// allocation per event). An event larger than [`BUFFER`] gets a buffer
@@ -166,7 +184,17 @@ pub(crate) enum End {
     /// The hub shuts down: the listen's own successful response.
     Shutdown,
     /// More than the backlog was waiting: an error for the listen.
-    Lagged { backlog: usize },
+    Lagged,
+}
+
+impl End {
+    /// Why the stream closed, for the log.
+    fn reason(self) -> &'static str {
+        match self {
+            End::Shutdown => "shutdown",
+            End::Lagged => "fell behind",
+        }
+    }
 }
 
 /// What became of an item pushed onto a queue.
@@ -180,8 +208,11 @@ pub(crate) enum Pushed {
     Lagged,
 }
 
-/// The events waiting for one stream.
+/// The events waiting for one stream. A cache line of its own: the
+/// delivery writes it and the stream's task reads it, for every event,
+/// and nothing else shares the line.
 #[derive(Default)]
+#[repr(align(64))]
 pub(crate) struct Queue {
     state: Mutex<State>,
 }
@@ -189,45 +220,53 @@ pub(crate) struct Queue {
 #[derive(Default)]
 struct State {
     items: Items,
+    waker: Option<Waker>,
+    end: Option<End>,
     /// The list changes queued and not yet sent.
     pending: [bool; 3],
-    end: Option<End>,
-    waker: Option<Waker>,
+    /// The stream's keep-alive timer fired since the stream last found
+    /// nothing to send (see [`KeepAlive`]).
+    timer_fired: bool,
 }
 
 /// The items waiting, oldest first. The first is held in place: most
-/// streams have one at most, and reach it without a second allocation.
+/// streams have one at most, and reach it without another allocation.
 #[derive(Default)]
 struct Items {
     first: Option<Item>,
-    /// Behind `first`; empty while `first` is.
-    rest: VecDeque<Item>,
+    /// Behind `first`; empty while `first` is. Boxed, so that the queue
+    /// keeps to one cache line.
+    #[expect(
+        clippy::box_collection,
+        reason = "the box keeps the queue's state within one cache line"
+    )]
+    rest: Option<Box<VecDeque<Item>>>,
 }
 
 impl Items {
     #[inline]
     fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.rest.len()
+        usize::from(self.first.is_some()) + self.rest.as_ref().map_or(0, |rest| rest.len())
     }
 
     #[inline]
     fn push(&mut self, item: Item) {
         match self.first {
             None => self.first = Some(item),
-            Some(_) => self.rest.push_back(item),
+            Some(_) => self.rest.get_or_insert_default().push_back(item),
         }
     }
 
     #[inline]
     fn pop(&mut self) -> Option<Item> {
         let first = self.first.take()?;
-        self.first = self.rest.pop_front();
+        self.first = self.rest.as_mut().and_then(|rest| rest.pop_front());
         Some(first)
     }
 
     fn clear(&mut self) {
         self.first = None;
-        self.rest.clear();
+        self.rest = None;
     }
 }
 
@@ -235,7 +274,10 @@ impl Items {
 enum Next {
     Item(Item),
     End(End),
-    Nothing,
+    /// Nothing yet; whether the keep-alive timer fired meanwhile.
+    Nothing {
+        timer_fired: bool,
+    },
 }
 
 impl Queue {
@@ -258,7 +300,7 @@ impl Queue {
         }
         if state.items.len() >= backlog {
             state.items.clear();
-            state.end = Some(End::Lagged { backlog });
+            state.end = Some(End::Lagged);
             wakers.take(&mut state);
             return Pushed::Lagged;
         }
@@ -303,7 +345,29 @@ impl Queue {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             _ => state.waker = Some(cx.waker().clone()),
         }
-        Next::Nothing
+        Next::Nothing {
+            timer_fired: std::mem::take(&mut state.timer_fired),
+        }
+    }
+}
+
+/// The waker of a stream's keep-alive timer: it marks the queue, then
+/// wakes the stream's task the way an event does. The stream then looks at
+/// its timer only when it fired, without a clock read or a timer touched
+/// per event, whichever task it is polled from.
+impl std::task::Wake for Queue {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut state = self.state();
+        state.timer_fired = true;
+        let waker = state.waker.take();
+        drop(state);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
     }
 }
 
@@ -333,23 +397,28 @@ impl Wakers {
 /// acknowledgment, the queued changes as they come, keep-alive comments
 /// while idle, and the listen's own end. Dropping it closes the stream and
 /// frees its slot.
+///
+/// Laid out by hand: what each event reads and writes takes the first two
+/// cache lines, what the stream's open and close read comes after. With
+/// thousands of streams, each event finds its stream's lines out of the
+/// cache: the fewer, the sooner it is sent.
+#[repr(C, align(64))]
 pub(crate) struct ListenStream {
-    shared: Arc<Shared>,
-    /// The stream's id in the registry, `None` when it never registered.
-    id: Option<u64>,
     queue: Arc<Queue>,
-    filter: HonouredFilter,
+    keep_alive: KeepAlive,
+    acknowledged: bool,
+    /// Once the stream has ended on the hub's initiative.
+    finished: Option<End>,
+    /// What the stream writes after each item's head (see [`tag`]).
+    tag: Box<[u8]>,
     /// Until the bus hears the stream's channels: no acknowledgment yet.
     /// (In a `Mutex`, reached with `get_mut`, so that the body stays
     /// `Sync` whatever the bus's future is.)
     ready: Mutex<Option<BusReady>>,
-    acknowledged: bool,
-    finished: Option<&'static str>,
-    keep_alive: KeepAlive,
-    /// What the stream writes after each item's head (see [`tag`]).
-    tag: Box<[u8]>,
-    /// Where events are written (see [`Item::event`]).
-    buffer: BytesMut,
+    shared: Arc<Shared>,
+    /// The stream's id in the registry, `None` when it never registered.
+    id: Option<u64>,
+    filter: HonouredFilter,
 }
 
 impl ListenStream {
@@ -370,16 +439,15 @@ impl ListenStream {
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
         let tag = tag(&filter);
         Self {
-            shared,
-            id,
             queue,
-            filter,
-            ready: Mutex::new(ready),
+            keep_alive,
             acknowledged: false,
             finished: None,
-            keep_alive,
             tag,
-            buffer: BytesMut::new(),
+            ready: Mutex::new(ready),
+            shared,
+            id,
+            filter,
         }
     }
 
@@ -404,8 +472,9 @@ impl ListenStream {
             End::Shutdown => format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
             ),
-            End::Lagged { backlog } => {
-                let error = lagged(backlog).to_body(Some(self.filter.subscription_id()));
+            End::Lagged => {
+                let error =
+                    lagged(self.shared.config.backlog).to_body(Some(self.filter.subscription_id()));
                 String::from_utf8_lossy(&error).into_owned()
             }
         }
@@ -413,29 +482,25 @@ impl ListenStream {
 }
 
 /// A stream's keep-alive: due once the stream has been silent a whole
-/// period.
+/// period. Its timer wakes the stream through the stream's queue (see
+/// [`Queue`]'s `Wake`), which tells the stream it fired: until then the
+/// stream leaves it alone.
 struct KeepAlive {
     timer: Pin<Box<tokio::time::Sleep>>,
-    /// When `timer` fires.
-    deadline: Instant,
-    /// The waker `timer` was last polled with, `None` since it was armed.
-    polled_with: Option<Waker>,
-    period: Duration,
     /// No later than the last event was sent: when the timer fires less
     /// than a period after it, it is armed again for a period after it
     /// instead of sending a comment (no timer is touched per event).
     sent: Instant,
+    /// The timer was polled since it was armed: it wakes the queue.
+    polled: bool,
 }
 
 impl KeepAlive {
     fn new(opened: Instant, period: Duration) -> Self {
-        let deadline = opened + period;
         Self {
-            timer: Box::pin(tokio::time::sleep_until(deadline)),
-            deadline,
-            polled_with: None,
-            period,
+            timer: Box::pin(tokio::time::sleep_until(opened + period)),
             sent: opened,
+            polled: false,
         }
     }
 
@@ -444,29 +509,25 @@ impl KeepAlive {
         self.sent = at;
     }
 
-    /// Ready when a keep-alive is due (the timer is then armed for the next).
-    /// Before the deadline, a timer already polled with this waker is left
-    /// untouched: it cannot have fired, and it wakes the task when it does.
-    fn poll_silent(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Ready when a keep-alive is due (the timer is then armed for the
+    /// next). A timer polled already is polled again only once it fired
+    /// (`timer_fired`, from the queue it wakes).
+    fn poll_silent(&mut self, queue: &Arc<Queue>, timer_fired: bool, period: Duration) -> Poll<()> {
+        if self.polled && !timer_fired {
+            return Poll::Pending;
+        }
+        let waker = Waker::from(Arc::clone(queue));
+        let mut cx = Context::from_waker(&waker);
         loop {
-            let held = self
-                .polled_with
-                .as_ref()
-                .is_some_and(|waker| waker.will_wake(cx.waker()));
-            if held && Instant::now() < self.deadline {
-                return Poll::Pending;
-            }
-            if self.timer.as_mut().poll(cx).is_pending() {
-                if !held {
-                    self.polled_with = Some(cx.waker().clone());
-                }
+            if self.timer.as_mut().poll(&mut cx).is_pending() {
+                self.polled = true;
                 return Poll::Pending;
             }
             let now = Instant::now();
-            let due = self.sent + self.period;
+            let due = self.sent + period;
             if due <= now {
                 self.sent = now;
-                self.arm(now + self.period);
+                self.arm(now + period);
                 return Poll::Ready(());
             }
             // Not silent for a whole period yet.
@@ -476,8 +537,7 @@ impl KeepAlive {
 
     fn arm(&mut self, deadline: Instant) {
         self.timer.as_mut().reset(deadline);
-        self.deadline = deadline;
-        self.polled_with = None;
+        self.polled = false;
     }
 }
 
@@ -518,21 +578,22 @@ impl Body for ListenStream {
         let data = match this.queue.poll_next(cx) {
             Next::Item(item) => {
                 this.keep_alive.sent(item.at());
-                let event = item.event(&this.tag, &mut this.buffer);
+                let event = item.event_here(&this.tag);
                 return Poll::Ready(Some(Ok(Frame::data(event))));
             }
             Next::End(end) => {
-                this.finished = Some(match end {
-                    End::Shutdown => "shutdown",
-                    End::Lagged { .. } => "fell behind",
-                });
-                if let End::Lagged { backlog } = end {
+                this.finished = Some(end);
+                if end == End::Lagged {
+                    let backlog = this.shared.config.backlog;
                     tracing::warn!(backlog, "listen hub: a stream fell behind and ends");
                 }
                 this.end(end)
             }
-            Next::Nothing => {
-                std::task::ready!(this.keep_alive.poll_silent(cx));
+            Next::Nothing { timer_fired } => {
+                let period = this.shared.config.keep_alive;
+                std::task::ready!(this
+                    .keep_alive
+                    .poll_silent(&this.queue, timer_fired, period));
                 return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                     b": keep-alive\n\n",
                 )))));
@@ -558,7 +619,7 @@ impl Drop for ListenStream {
             metrics::listen_stream(false);
         }
         tracing::info!(
-            reason = self.finished.unwrap_or("the client went away"),
+            reason = self.finished.map_or("the client went away", End::reason),
             open,
             "listen hub: stream closed"
         );
@@ -600,7 +661,7 @@ impl Watch {
         match self.queue.poll_next(cx) {
             Next::Item(item) => Poll::Ready(Some(item.0.change.clone())),
             Next::End(_) => Poll::Ready(None),
-            Next::Nothing => Poll::Pending,
+            Next::Nothing { .. } => Poll::Pending,
         }
     }
 }
@@ -623,31 +684,73 @@ impl std::fmt::Debug for Watch {
 mod tests {
     use serde_json::{json, Value};
 
-    use std::task::{Context, Waker};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
     use tokio::time::Instant;
 
     use bytes::BytesMut;
 
-    use super::{Item, KeepAlive, BUFFER};
+    use super::{Item, KeepAlive, Next, Queue, BUFFER};
     use crate::hub::Change;
     use crate::Principal;
 
-    /// A timer polled with one waker, then the stream polled with another
-    /// (moved to another task): the keep-alive wakes the second.
+    const PERIOD: Duration = Duration::from_secs(15);
+
+    /// What a stream does when it finds nothing to send.
+    fn idle(queue: &Arc<Queue>, keep_alive: &mut KeepAlive, cx: &mut Context<'_>) -> Poll<()> {
+        match queue.poll_next(cx) {
+            Next::Nothing { timer_fired } => keep_alive.poll_silent(queue, timer_fired, PERIOD),
+            _ => panic!("nothing was queued"),
+        }
+    }
+
+    /// A queue found empty with one waker, then with another (the stream
+    /// moved to another task): the keep-alive timer wakes the second, and
+    /// is then due.
     #[tokio::test(start_paused = true)]
     async fn a_keep_alive_polled_from_another_task_wakes_that_task() {
-        let period = Duration::from_secs(15);
         let start = Instant::now();
-        let mut keep_alive = KeepAlive::new(start, period);
+        let queue = Arc::new(Queue::default());
+        let mut keep_alive = KeepAlive::new(start, PERIOD);
         let mut elsewhere = Context::from_waker(Waker::noop());
-        assert!(keep_alive.poll_silent(&mut elsewhere).is_pending());
-        let due = std::future::poll_fn(|cx| keep_alive.poll_silent(cx));
-        tokio::time::timeout(2 * period, due)
+        assert!(idle(&queue, &mut keep_alive, &mut elsewhere).is_pending());
+        let due = std::future::poll_fn(|cx| idle(&queue, &mut keep_alive, cx));
+        tokio::time::timeout(2 * PERIOD, due)
             .await
             .expect("the keep-alive wakes the task that polled it last");
-        assert_eq!(start.elapsed(), period);
+        assert_eq!(start.elapsed(), PERIOD);
+    }
+
+    /// An event sent meanwhile puts the keep-alive off: the timer fires a
+    /// period after the stream opened, and the comment comes a period
+    /// after the event.
+    #[tokio::test(start_paused = true)]
+    async fn an_event_puts_the_keep_alive_off_by_a_period() {
+        let start = Instant::now();
+        let queue = Arc::new(Queue::default());
+        let mut keep_alive = KeepAlive::new(start, PERIOD);
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(idle(&queue, &mut keep_alive, &mut cx).is_pending());
+        tokio::time::sleep(PERIOD / 3).await;
+        let sent = Instant::now();
+        keep_alive.sent(sent);
+        let due = std::future::poll_fn(|cx| idle(&queue, &mut keep_alive, cx));
+        tokio::time::timeout(2 * PERIOD, due)
+            .await
+            .expect("the keep-alive comes");
+        assert_eq!(Instant::now(), sent + PERIOD);
+    }
+
+    /// What every event reads and writes: one cache line for the queue,
+    /// two for the stream.
+    #[test]
+    fn a_queue_keeps_to_one_cache_line_and_a_stream_to_two() {
+        use std::mem::{align_of, size_of};
+        assert_eq!((size_of::<Queue>(), align_of::<Queue>()), (64, 64));
+        assert_eq!(align_of::<super::ListenStream>(), 64);
+        assert!(size_of::<super::ListenStream>() <= 128);
     }
 
     /// A stream's events are written over the ones it sent once those are
