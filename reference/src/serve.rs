@@ -1,23 +1,30 @@
 //! The accept loop: what `axum::serve` does, without hyper-util's version
 //! check in front of HTTP/1.
 //!
-//! Each connection is HTTP/1.1 (with upgrades) or, after the HTTP/2
-//! preface, HTTP/2 by prior knowledge, as with `axum::serve`; every request
-//! carries its peer's address (`ConnectInfo<SocketAddr>`: anonymous listens
-//! are counted by it); `TCP_NODELAY` is set (listen streams carry small,
-//! latency-sensitive events). The preface is looked for here: behind
-//! hyper-util's check (which `axum::serve` uses), hyper's HTTP/1 connection
-//! first reads the 24 bytes the check read, then reserves its next read
-//! beyond them, which grows its read buffer from 8 to 16 KiB on every
-//! connection, for as long as it is open (~7 KiB of RSS per listen stream).
-//! Here the first read hands over those bytes and what else the socket
-//! holds.
+//! Each connection is HTTP/1.1 or, after the HTTP/2 preface, HTTP/2 by
+//! prior knowledge, as with `axum::serve` (there are no upgrades: MCP has
+//! no use for them); every request carries its peer's address
+//! (`ConnectInfo<SocketAddr>`: anonymous listens are counted by it);
+//! `TCP_NODELAY` is set (listen streams carry small, latency-sensitive
+//! events). The preface is looked for here: behind hyper-util's check
+//! (which `axum::serve` uses), hyper's HTTP/1 connection first reads the 24
+//! bytes the check read, then reserves its next read beyond them, which
+//! grows its read buffer from 8 to 16 KiB on every connection, for as long
+//! as it is open (~7 KiB of RSS per listen stream). Here the first bytes
+//! are peeked at, and left in the socket for hyper to read; only a
+//! connection whose first bytes are a part of the preface, and not all of
+//! it yet, has them read here.
+//!
+//! A connection's state is kept as lean as hyper's own: every event a
+//! listen stream sends polls it, and with thousands of streams open each
+//! poll finds it out of the cache, one miss per cache line it reads.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -93,45 +100,111 @@ async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     router: Router,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
     _open: mpsc::Sender<Infallible>,
 ) {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY");
     }
-    let io = match Prefaced::read(tcp).await {
-        Ok(io) => io,
+    let service = PeerService(Arc::new((router, peer)));
+    let result = match peek_preface(&tcp).await {
+        Ok(Some(false)) => http1(tcp, service, stopped).await,
+        Ok(Some(true)) => http2(tcp, service, stopped).await,
+        // Boxed: the task of every connection need not have room for this
+        // rare one.
+        Ok(None) => Box::pin(prefaced(tcp, service, stopped)).await,
         Err(error) => return tracing::trace!(%error, "connection closed before a request"),
-    };
-    let http2 = io.is_http2();
-    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-        let mut request = request.map(axum::body::Body::new);
-        request.extensions_mut().insert(ConnectInfo(peer));
-        // A `Router` is always ready.
-        router.clone().call(request)
-    });
-    let io = TokioIo::new(io);
-    let signal = stopped.clone();
-    let stop = async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    };
-    let result = if http2 {
-        // Boxed: the task of every HTTP/1 connection need not have
-        // room for an HTTP/2 one.
-        let connection =
-            Box::pin(http2::Builder::new(TokioExecutor::new()).serve_connection(io, service));
-        Graceful::new(connection, stop, signal, |c| {
-            c.get_mut().as_mut().graceful_shutdown()
-        })
-        .await
-    } else {
-        let connection = http1::Builder::new()
-            .serve_connection(io, service)
-            .with_upgrades();
-        Graceful::new(connection, stop, signal, |c| c.graceful_shutdown()).await
     };
     if let Err(error) = result {
         tracing::trace!(%error, "connection error");
+    }
+}
+
+/// Whether `tcp` begins with the HTTP/2 preface, by a peek at its first
+/// bytes; `None` when they are a part of it, and not all of it yet. A
+/// connection closed before a request is not HTTP/2.
+async fn peek_preface(tcp: &TcpStream) -> io::Result<Option<bool>> {
+    let mut first = [0; 24];
+    let len = tcp.peek(&mut first).await?;
+    Ok(if first[..len] != H2_PREFACE[..len] || len == 0 {
+        Some(false)
+    } else if len == H2_PREFACE.len() {
+        Some(true)
+    } else {
+        None
+    })
+}
+
+/// Reads the first bytes of a connection until they are not the preface,
+/// or are all of it, then serves it.
+async fn prefaced(
+    tcp: TcpStream,
+    service: PeerService,
+    stopped: watch::Receiver<bool>,
+) -> hyper::Result<()> {
+    let io = match Prefaced::read(tcp).await {
+        Ok(io) => io,
+        Err(error) => {
+            tracing::trace!(%error, "connection closed before a request");
+            return Ok(());
+        }
+    };
+    if io.is_http2() {
+        http2(io, service, stopped).await
+    } else {
+        http1(io, service, stopped).await
+    }
+}
+
+/// `io` served as HTTP/1.1 until it closes, or shut down gracefully once
+/// `stopped` turns true.
+fn http1<I>(
+    io: I,
+    service: PeerService,
+    stopped: watch::Receiver<bool>,
+) -> impl Future<Output = hyper::Result<()>>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    graceful(connection, stopped, |c| c.graceful_shutdown())
+}
+
+/// As [`http1`], for HTTP/2.
+fn http2<I>(
+    io: I,
+    service: PeerService,
+    stopped: watch::Receiver<bool>,
+) -> impl Future<Output = hyper::Result<()>>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // Boxed: the task of every HTTP/1 connection need not have room for
+    // an HTTP/2 one.
+    let connection = Box::pin(
+        http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(io), service),
+    );
+    graceful(connection, stopped, |c| {
+        c.get_mut().as_mut().graceful_shutdown()
+    })
+}
+
+/// The router, for the requests of one peer's connection: each carries the
+/// peer's address. One pointer in the connection's state.
+#[derive(Clone)]
+struct PeerService(Arc<(Router, SocketAddr)>);
+
+impl hyper::service::Service<http::Request<Incoming>> for PeerService {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = axum::routing::future::RouteFuture<Infallible>;
+
+    fn call(&self, request: http::Request<Incoming>) -> Self::Future {
+        let (router, peer) = &*self.0;
+        let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(ConnectInfo(*peer));
+        // A `Router` is always ready.
+        router.clone().call(request)
     }
 }
 
@@ -144,34 +217,41 @@ pin_project_lite::pin_project! {
     /// `stop` is polled again only once `signal` (the channel it waits on)
     /// has changed: the task that polled it first, the connection's own,
     /// is the one it wakes, and every other wake (each event a listen
-    /// stream sends) leaves it alone instead of taking its lock.
+    /// stream sends) leaves it alone instead of taking its lock. What each
+    /// poll reads comes first, on the cache line where the task's own
+    /// state begins, not after the connection's kilobyte.
+    #[repr(C)]
     struct Graceful<C, S> {
-        #[pin]
-        connection: C,
-        #[pin]
-        stop: S,
         signal: watch::Receiver<bool>,
         waiting: bool,
         stopping: bool,
         shut_down: fn(Pin<&mut C>),
+        #[pin]
+        stop: S,
+        #[pin]
+        connection: C,
     }
 }
 
-impl<C, S> Graceful<C, S> {
-    fn new(
-        connection: C,
-        stop: S,
-        signal: watch::Receiver<bool>,
-        shut_down: fn(Pin<&mut C>),
-    ) -> Self {
-        Self {
-            connection,
-            stop,
-            signal,
-            waiting: false,
-            stopping: false,
-            shut_down,
-        }
+/// `connection`, shut down gracefully with `shut_down` once `stopped`
+/// turns true.
+fn graceful<C>(
+    connection: C,
+    stopped: watch::Receiver<bool>,
+    shut_down: fn(Pin<&mut C>),
+) -> Graceful<C, impl Future<Output = ()>> {
+    let signal = stopped.clone();
+    let mut stopped = stopped;
+    let stop = async move {
+        let _ = stopped.wait_for(|stop| *stop).await;
+    };
+    Graceful {
+        signal,
+        waiting: false,
+        stopping: false,
+        shut_down,
+        stop,
+        connection,
     }
 }
 
