@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! fanout --reference PORT:PID --floor PORT:PID [--streams 1000]
-//!        [--updates 50] [--rounds 4] [--wait-secs 10]
+//!        [--updates 50] [--rounds 4] [--wait-secs 10] [--interleave]
 //! ```
 //!
 //! Each round runs both servers, alternating which goes first (ABAB…).
@@ -24,6 +24,13 @@
 //! per update ((utime + stime) over the updates / updates,
 //! `/proc/PID/stat`). Per
 //! round, reference / floor of last delivery; the figure is their median.
+//!
+//! With `--interleave`, both servers' streams are open at once and the
+//! `--updates` × `--rounds` updates go to one server and the other in
+//! turn, alternating which goes first: each pair is measured within a
+//! second, where rounds are seconds apart and swing with the machine's
+//! other load. The ratio is the median over the pairs of reference /
+//! floor of last delivery; each server's figures are over its updates.
 //!
 //! Run without `--reference` and `--floor` (as `cargo bench` does), it
 //! says so and exits.
@@ -63,6 +70,8 @@ struct Args {
     updates: usize,
     rounds: usize,
     wait: Duration,
+    /// Both servers' streams open at once, updates in turn (see [`interleaved`]).
+    interleave: bool,
 }
 
 fn server(name: &'static str, value: &str) -> std::result::Result<Server, String> {
@@ -79,9 +88,14 @@ fn server(name: &'static str, value: &str) -> std::result::Result<Server, String
 fn parse_args() -> std::result::Result<Option<Args>, String> {
     let (mut reference, mut floor) = (None, None);
     let (mut streams, mut updates, mut rounds, mut wait) = (1000, 50, 4, 10);
+    let mut interleave = false;
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
         if !flag.starts_with("--") || flag == "--bench" {
+            continue;
+        }
+        if flag == "--interleave" {
+            interleave = true;
             continue;
         }
         let value = argv.next().ok_or(format!("{flag} needs a value"))?;
@@ -105,6 +119,7 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
         updates,
         rounds,
         wait: Duration::from_secs(wait as u64),
+        interleave,
     }))
 }
 
@@ -402,71 +417,189 @@ struct Run {
     cpu_per_update_us: f64,
 }
 
-async fn run(server: Server, args: &Args, hz: f64) -> Result<Run> {
-    let mut trigger_conn = Conn::open(server.port).await?;
-    // One trigger before anything is measured: whatever the server sets up
-    // on first use is set up.
-    trigger(&mut trigger_conn, 0).await?;
-    let rss_before = rss_kib(server.pid)?;
-    let arrivals = Arc::new(Arrivals::new(args.streams, args.updates));
-    let mut readers = Vec::with_capacity(args.streams);
-    for wave in (0..args.streams).step_by(WAVE) {
-        let ids = wave..(wave + WAVE).min(args.streams);
-        let opened =
-            futures_util::future::join_all(ids.clone().map(|id| open_listen(server.port, id)))
-                .await;
-        for (id, conn) in ids.zip(opened) {
-            let conn = conn.map_err(|e| format!("{}: stream {id}: {e}", server.name))?;
-            readers.push(tokio::spawn(read_stream(conn, id, arrivals.clone())));
+impl Run {
+    /// The run of `updates`, on streams that took `rss_per_stream_kib`,
+    /// the server using `cpu_ticks` over them.
+    fn of(updates: &[Update], rss_per_stream_kib: f64, cpu_ticks: u64, hz: f64) -> Self {
+        let heard: Vec<&Arrived> = updates.iter().filter_map(|u| u.arrived.as_ref()).collect();
+        let pick =
+            |f: fn(&Arrived) -> f64| median(&mut heard.iter().map(|a| f(a)).collect::<Vec<_>>());
+        Self {
+            last: pick(|a| a.last),
+            median: pick(|a| a.median),
+            first: pick(|a| a.first),
+            lost: updates.iter().map(|u| u.lost).sum(),
+            rss_per_stream_kib,
+            cpu_per_update_us: cpu_ticks as f64 / hz * 1e6 / updates.len() as f64,
         }
     }
-    // Let the server settle (its acknowledgments are written, its timers armed).
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss_open = rss_kib(server.pid)?;
-    let cpu_before = cpu_ticks(server.pid)?;
-    let (mut lasts, mut medians, mut firsts, mut lost) = (Vec::new(), Vec::new(), Vec::new(), 0);
-    for update in 0..args.updates {
-        let sent = arrivals.now();
-        trigger(&mut trigger_conn, update + 1).await?;
-        arrivals.wait(update, args.wait).await;
-        let mut times = arrivals.of(update, sent);
-        lost += args.streams - times.len();
-        if let Some(last) = times.last().copied() {
-            lasts.push(last);
-            firsts.push(times[0]);
-            medians.push(median(&mut times));
-        }
-    }
-    let cpu = cpu_ticks(server.pid)? - cpu_before;
-    for reader in &readers {
-        reader.abort();
-    }
-    for reader in readers {
-        let _ = reader.await;
-    }
-    let wrong = arrivals.wrong.load(Ordering::Relaxed);
-    if wrong > 0 {
-        return Err(format!(
-            "{}: {wrong} events were not the expected bytes",
-            server.name
-        )
-        .into());
-    }
-    // The server sees the connections go before the next run.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    Ok(Run {
-        last: median(&mut lasts),
-        median: median(&mut medians),
-        first: median(&mut firsts),
-        lost,
-        rss_per_stream_kib: (rss_open as f64 - rss_before as f64) / args.streams as f64,
-        cpu_per_update_us: cpu as f64 / hz * 1e6 / args.updates as f64,
-    })
 }
 
-fn print_run(round: usize, server: Server, run: &Run) {
+/// One update on one server: when its streams heard it, and how many did not.
+struct Update {
+    arrived: Option<Arrived>,
+    lost: usize,
+}
+
+/// The first, median and last arrival of an update (µs after the trigger).
+struct Arrived {
+    first: f64,
+    median: f64,
+    last: f64,
+}
+
+/// One server's listen streams, open and read.
+struct Opened {
+    server: Server,
+    trigger: Conn,
+    arrivals: Arc<Arrivals>,
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    rss_per_stream_kib: f64,
+    /// Updates sent so far.
+    sent: usize,
+}
+
+impl Opened {
+    /// Opens `args.streams` listen streams on `server`, for up to `updates` updates.
+    async fn open(server: Server, args: &Args, updates: usize) -> Result<Self> {
+        let mut trigger_conn = Conn::open(server.port).await?;
+        // One trigger before anything is measured: whatever the server sets up
+        // on first use is set up.
+        trigger(&mut trigger_conn, 0).await?;
+        let rss_before = rss_kib(server.pid)?;
+        let arrivals = Arc::new(Arrivals::new(args.streams, updates));
+        let mut readers = Vec::with_capacity(args.streams);
+        for wave in (0..args.streams).step_by(WAVE) {
+            let ids = wave..(wave + WAVE).min(args.streams);
+            let opened =
+                futures_util::future::join_all(ids.clone().map(|id| open_listen(server.port, id)))
+                    .await;
+            for (id, conn) in ids.zip(opened) {
+                let conn = conn.map_err(|e| format!("{}: stream {id}: {e}", server.name))?;
+                readers.push(tokio::spawn(read_stream(conn, id, arrivals.clone())));
+            }
+        }
+        // Let the server settle (its acknowledgments are written, its timers armed).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let rss_open = rss_kib(server.pid)?;
+        Ok(Self {
+            server,
+            trigger: trigger_conn,
+            arrivals,
+            readers,
+            rss_per_stream_kib: (rss_open as f64 - rss_before as f64) / args.streams as f64,
+            sent: 0,
+        })
+    }
+
+    /// Sends the next update and waits until every stream heard it, at
+    /// most `wait`; the server's CPU ticks meanwhile.
+    async fn update(&mut self, wait: Duration) -> Result<(Update, u64)> {
+        let update = self.sent;
+        self.sent += 1;
+        let cpu_before = cpu_ticks(self.server.pid)?;
+        let sent = self.arrivals.now();
+        trigger(&mut self.trigger, update + 1).await?;
+        self.arrivals.wait(update, wait).await;
+        let cpu = cpu_ticks(self.server.pid)? - cpu_before;
+        let mut times = self.arrivals.of(update, sent);
+        let lost = self.arrivals.streams - times.len();
+        let arrived = times.last().copied().map(|last| Arrived {
+            first: times[0],
+            median: median(&mut times),
+            last,
+        });
+        Ok((Update { arrived, lost }, cpu))
+    }
+
+    /// Closes the streams; an error if an event was not the expected bytes.
+    async fn close(self) -> Result<()> {
+        for reader in &self.readers {
+            reader.abort();
+        }
+        for reader in self.readers {
+            let _ = reader.await;
+        }
+        let wrong = self.arrivals.wrong.load(Ordering::Relaxed);
+        if wrong > 0 {
+            return Err(format!(
+                "{}: {wrong} events were not the expected bytes",
+                self.server.name
+            )
+            .into());
+        }
+        // The server sees the connections go before the next run.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok(())
+    }
+}
+
+async fn run(server: Server, args: &Args, hz: f64) -> Result<Run> {
+    let mut opened = Opened::open(server, args, args.updates).await?;
+    let (mut updates, mut cpu) = (Vec::new(), 0);
+    for _ in 0..args.updates {
+        let (update, ticks) = opened.update(args.wait).await?;
+        updates.push(update);
+        cpu += ticks;
+    }
+    let rss = opened.rss_per_stream_kib;
+    opened.close().await?;
+    Ok(Run::of(&updates, rss, cpu, hz))
+}
+
+/// Both servers' streams open at once, updates sent to one and the other
+/// in turn (alternating which goes first): each pair of updates is
+/// measured within a second of each other. The ratios are of the pairs.
+async fn interleaved(args: &Args, hz: f64) -> Result<([Run; 2], Vec<f64>)> {
+    let pairs = args.updates * args.rounds;
+    let mut opened = [
+        Opened::open(args.servers[0], args, pairs).await?,
+        Opened::open(args.servers[1], args, pairs).await?,
+    ];
+    let mut updates: [Vec<Update>; 2] = [Vec::new(), Vec::new()];
+    let mut cpu = [0, 0];
+    let mut ratios = Vec::new();
+    for pair in 0..pairs {
+        let order: [usize; 2] = if pair % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let (update, ticks) = opened[i].update(args.wait).await?;
+            updates[i].push(update);
+            cpu[i] += ticks;
+        }
+        let lasts = [0, 1].map(|i| updates[i][pair].arrived.as_ref().map(|a| a.last));
+        if let [Some(reference), Some(floor)] = lasts {
+            ratios.push(reference / floor);
+        }
+    }
+    let rss = [0, 1].map(|i| opened[i].rss_per_stream_kib);
+    let [reference, floor] = opened;
+    reference.close().await?;
+    floor.close().await?;
+    let runs = [0, 1].map(|i| Run::of(&updates[i], rss[i], cpu[i], hz));
+    Ok((runs, ratios))
+}
+
+/// Rounds of one run on each server, alternating which goes first (ABAB…).
+async fn rounds(args: &Args, hz: f64) -> Result<([Vec<Run>; 2], Vec<f64>)> {
+    let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    let mut ratios = Vec::new();
+    for round in 1..=args.rounds {
+        let order: [usize; 2] = if round % 2 == 1 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let measured = run(args.servers[i], args, hz).await?;
+            print_run(&format!("round {round}"), args.servers[i], &measured);
+            runs[i].push(measured);
+        }
+        let ratio = runs[0][round - 1].last / runs[1][round - 1].last;
+        println!("FANOUT_ROUND\tround {round}\treference/floor last delivery {ratio:.3}");
+        ratios.push(ratio);
+    }
+    Ok((runs, ratios))
+}
+
+fn print_run(round: &str, server: Server, run: &Run) {
     println!(
-        "FANOUT_RUN\tround {round}\t{:<9}\tfirst {:>8.0} us\tlast {:>9.0} us\tmedian {:>9.0} us\tlost {}\tRSS/stream {:>6.2} KiB\tCPU/update {:>8.0} us",
+        "FANOUT_RUN\t{round}\t{:<9}\tfirst {:>8.0} us\tlast {:>9.0} us\tmedian {:>9.0} us\tlost {}\tRSS/stream {:>6.2} KiB\tCPU/update {:>8.0} us",
         server.name, run.first, run.last, run.median, run.lost, run.rss_per_stream_kib, run.cpu_per_update_us
     );
 }
@@ -484,24 +617,28 @@ async fn main() -> Result<()> {
         "fan-out: {} streams, {} updates, {} rounds; bound per update {:?}",
         args.streams, args.updates, args.rounds, args.wait
     );
-    let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
-    let mut ratios = Vec::new();
-    for round in 1..=args.rounds {
-        let order: [usize; 2] = if round % 2 == 1 { [0, 1] } else { [1, 0] };
-        for i in order {
-            let measured = run(args.servers[i], &args, hz).await?;
-            print_run(round, args.servers[i], &measured);
-            runs[i].push(measured);
+    let (runs, ratios) = if args.interleave {
+        let (runs, ratios) = interleaved(&args, hz).await?;
+        for (server, run) in args.servers.iter().zip(&runs) {
+            print_run("interleaved", *server, run);
         }
-        let ratio = runs[0][round - 1].last / runs[1][round - 1].last;
-        println!("FANOUT_ROUND\tround {round}\treference/floor last delivery {ratio:.3}");
-        ratios.push(ratio);
-    }
+        (runs.map(|run| vec![run]), ratios)
+    } else {
+        rounds(&args, hz).await?
+    };
+    let basis = if args.interleave {
+        format!(
+            "over {} updates each, interleaved",
+            args.updates * args.rounds
+        )
+    } else {
+        format!("medians over {} rounds", args.rounds)
+    };
     for (i, server) in args.servers.iter().enumerate() {
         let runs = &runs[i];
         let pick = |f: fn(&Run) -> f64| median(&mut runs.iter().map(f).collect::<Vec<_>>());
         println!(
-            "FANOUT_SERVER\t{:<9}\tlast {:.0} us\tmedian {:.0} us\tlost {}\tRSS/stream {:.2} KiB (first run)\tCPU/update {:.0} us\t(medians over {} rounds)",
+            "FANOUT_SERVER\t{:<9}\tlast {:.0} us\tmedian {:.0} us\tlost {}\tRSS/stream {:.2} KiB (first run)\tCPU/update {:.0} us\t({})",
             server.name,
             pick(|r| r.last),
             pick(|r| r.median),
@@ -509,13 +646,23 @@ async fn main() -> Result<()> {
             // Later runs open their streams on the heap the first one left.
             runs[0].rss_per_stream_kib,
             pick(|r| r.cpu_per_update_us),
-            runs.len(),
+            basis,
         );
     }
-    println!(
-        "FANOUT_RATIO\treference/floor last delivery {:.3}\t(median of {:?})",
-        median(&mut ratios.clone()),
-        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>()
-    );
+    let ratio = median(&mut ratios.clone());
+    if args.interleave {
+        let (low, high) = ratios
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
+        println!(
+            "FANOUT_RATIO\treference/floor last delivery {ratio:.3}\t(median of {} pairs, {low:.3} to {high:.3})",
+            ratios.len()
+        );
+    } else {
+        println!(
+            "FANOUT_RATIO\treference/floor last delivery {ratio:.3}\t(median of {:?})",
+            ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>()
+        );
+    }
     Ok(())
 }

@@ -12,7 +12,9 @@
 # listen streams on each server in turn, sends K updates one at a time and
 # times each stream's arrival (see benches/fanout.rs); stops both servers
 # on exit. Env: WAIT_SECS, the bound on each update's delivery (10);
-# MAX_SECONDS, when the client is stopped (1800).
+# MAX_SECONDS, when the client is stopped (1800); INTERLEAVE=1, both
+# servers' streams open at once and the updates sent to each in turn
+# (`fanout --interleave`: pairs a second apart instead of rounds).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -35,8 +37,10 @@ for bin in "$SERVER" "$FLOOR" "$CLIENT"; do
   [ -x "$bin" ] || { echo "error: no binary $bin" >&2; exit 2; }
 done
 
-# Each side holds N sockets, and the client N more.
+# Each side holds N sockets, and the client N more (2 N interleaved).
+INTERLEAVE=${INTERLEAVE:-}
 NOFILE=$((STREAMS + 1000))
+[ -n "$INTERLEAVE" ] && NOFILE=$((2 * STREAMS + 100))
 ulimit -n "$NOFILE" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -ge "$NOFILE" ] || { echo "error: ulimit -n $(ulimit -n) < $NOFILE" >&2; exit 2; }
 
@@ -76,4 +80,4 @@ start floor "$FLOOR"
 echo "== reference on $PORT_reference (pid $PID_reference), floor on $PORT_floor (pid $PID_floor); $(git rev-parse --short HEAD), $(nproc) cores"
 timeout "$MAX_SECONDS" "$CLIENT" --reference "$PORT_reference:$PID_reference" \
   --floor "$PORT_floor:$PID_floor" --streams "$STREAMS" --updates "$UPDATES" \
-  --rounds "$ROUNDS" --wait-secs "$WAIT_SECS"
+  --rounds "$ROUNDS" --wait-secs "$WAIT_SECS" ${INTERLEAVE:+--interleave}
