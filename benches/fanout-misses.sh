@@ -26,14 +26,8 @@ cd "$ROOT"
 STREAMS=${1:-2000}
 command -v valgrind >/dev/null || { echo "error: valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
 
-cargo build --quiet --release --example server
-EXES=$(cargo bench --no-run --quiet --bench fanout_floor --bench fanout \
-  --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
-FLOOR=$(echo "$EXES" | grep '/fanout_floor-')
-CLIENT=$(echo "$EXES" | grep '/fanout-')
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
-SERVER="$TARGET_DIR/release/examples/server"
+# shellcheck source=benches/fanout-bins.sh
+. "$ROOT/benches/fanout-bins.sh"
 
 NOFILE=$((STREAMS + 1000))
 ulimit -n "$NOFILE" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -47,9 +41,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 wait_listening() { # port
   for _ in $(seq 300); do
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0

@@ -25,17 +25,8 @@ WAIT_SECS=${WAIT_SECS:-10}
 MAX_SECONDS=${MAX_SECONDS:-1800}
 
 echo "== building (release)"
-cargo build --quiet --release --example server
-EXES=$(cargo bench --no-run --quiet --bench fanout_floor --bench fanout \
-  --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
-FLOOR=$(echo "$EXES" | grep '/fanout_floor-')
-CLIENT=$(echo "$EXES" | grep '/fanout-')
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$ROOT/$TARGET_DIR" ;; esac
-SERVER="$TARGET_DIR/release/examples/server"
-for bin in "$SERVER" "$FLOOR" "$CLIENT"; do
-  [ -x "$bin" ] || { echo "error: no binary $bin" >&2; exit 2; }
-done
+# shellcheck source=benches/fanout-bins.sh
+. "$ROOT/benches/fanout-bins.sh"
 
 # Each side holds N sockets, and the client N more (2 N interleaved).
 INTERLEAVE=${INTERLEAVE:-}
@@ -53,9 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 start() { # name binary args... -> sets PORT_<name>, PID_<name>
   local name=$1 bin=$2 port
   shift 2
