@@ -3,6 +3,7 @@
 //! the registry's lock, deciding once per caller whether it may be heard.
 
 use std::collections::{hash_map, HashMap};
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use super::bus::{heard, Bus, Change, Channel};
@@ -12,13 +13,19 @@ use crate::filter::stream::coverers;
 use crate::metrics::Limit;
 use crate::{HonouredFilter, Principal, Topic};
 
+/// A stream's id in the registry. Never zero: a stream that holds
+/// `Option<StreamId>` holds no tag for it, so that the enums around the
+/// stream keep theirs in a niche of the stream's first cache line (see
+/// [`ListenStream`](super::stream::ListenStream)).
+pub(super) type StreamId = NonZeroU64;
+
 /// The streams under one topic, by caller (a delivery decides once per
 /// caller), then by id.
 #[derive(Default)]
-pub(super) struct Streams(HashMap<Option<Principal>, HashMap<u64, Arc<Queue>>>);
+pub(super) struct Streams(HashMap<Option<Principal>, HashMap<StreamId, Arc<Queue>>>);
 
 impl Streams {
-    fn insert(&mut self, caller: &Option<Principal>, id: u64, queue: &Arc<Queue>) {
+    fn insert(&mut self, caller: &Option<Principal>, id: StreamId, queue: &Arc<Queue>) {
         self.0
             .entry(caller.clone())
             .or_default()
@@ -26,7 +33,7 @@ impl Streams {
     }
 
     /// Removes stream `id`; true when that left no stream here.
-    fn remove(&mut self, caller: &Option<Principal>, id: u64) -> bool {
+    fn remove(&mut self, caller: &Option<Principal>, id: StreamId) -> bool {
         let Some(streams) = self.0.get_mut(caller) else {
             return false;
         };
@@ -44,7 +51,7 @@ impl Streams {
     /// The streams, caller by caller: each stream's id and queue.
     pub(super) fn callers(
         &self,
-    ) -> impl Iterator<Item = (Option<&Principal>, &HashMap<u64, Arc<Queue>>)> {
+    ) -> impl Iterator<Item = (Option<&Principal>, &HashMap<StreamId, Arc<Queue>>)> {
         self.0
             .iter()
             .map(|(caller, streams)| (caller.as_ref(), streams))
@@ -58,7 +65,7 @@ pub(super) struct Registry {
     closed: bool,
     /// Open listen streams.
     open: usize,
-    streams: HashMap<u64, Entry>,
+    streams: HashMap<StreamId, Entry>,
     /// Honoured URI → the streams registered under it (see [`heard`]).
     uris: HashMap<Box<[u8]>, Streams>,
     /// The lengths of `uris`: a delivery looks up only the covering URIs
@@ -157,7 +164,7 @@ pub(super) enum Opener<'a> {
 /// What becomes of a listen the hub is asked to serve.
 pub(super) enum Admission {
     /// Registered under this id.
-    Open(u64, Arc<Queue>),
+    Open(StreamId, Arc<Queue>),
     /// Over a cap, of this value.
     Full { cap: Cap, max: usize },
     /// The hub shut down: the stream is acknowledged and ends at once.
@@ -184,7 +191,7 @@ impl Registry {
 
     /// Removes stream `id` of `caller` from `channel`; true when that left
     /// no stream on it.
-    fn leave(&mut self, channel: Channel<'_>, caller: &Option<Principal>, id: u64) -> bool {
+    fn leave(&mut self, channel: Channel<'_>, caller: &Option<Principal>, id: StreamId) -> bool {
         match channel {
             Channel::Resource(uri) => {
                 let emptied = remove(&mut self.uris, uri.as_bytes(), caller, id);
@@ -232,7 +239,7 @@ impl Registry {
             }
             Opener::Watch { topics, caller } => (Topics::Own(topics), caller, None),
         };
-        let id = self.next;
+        let id = StreamId::MIN.saturating_add(self.next);
         self.next += 1;
         let queue = Arc::new(Queue::default());
         for channel in heard(topics.get()) {
@@ -259,7 +266,7 @@ impl Registry {
     }
 
     /// Removes stream `id` from every index, freeing its slot.
-    pub(super) fn close(&mut self, id: u64, bus: &dyn Bus) {
+    pub(super) fn close(&mut self, id: StreamId, bus: &dyn Bus) {
         let Some(entry) = self.streams.remove(&id) else {
             return;
         };
@@ -357,7 +364,7 @@ fn remove<K, Q>(
     index: &mut HashMap<K, Streams>,
     key: &Q,
     caller: &Option<Principal>,
-    id: u64,
+    id: StreamId,
 ) -> bool
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,

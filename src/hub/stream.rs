@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::bus::{heard, BusReady, Channel};
+use super::registry::StreamId;
 use super::{Change, ListChanged, Shared};
 use crate::codec::sse::EventFields;
 use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
@@ -55,23 +56,12 @@ thread_local! {
 }
 
 /// The message after the subscription id, and the event's end.
-const TAIL: &str = "}}}\n\n";
-
-/// What a stream writes after an item's head: its subscription id (JSON
-/// text: a number or a string, which hold no line break) and [`TAIL`].
-pub(crate) fn tag(filter: &HonouredFilter) -> Box<[u8]> {
-    tag_of(filter.subscription_id().get())
-}
-
-/// The tag of subscription `id` (JSON text).
-fn tag_of(id: &str) -> Box<[u8]> {
-    [id, TAIL].concat().into_bytes().into()
-}
+const TAIL: &[u8] = b"}}}\n\n";
 
 /// The event a stream of subscription `id` (JSON text) sends for `change`.
 #[cfg(feature = "fuzzing")]
 pub(crate) fn event_of(change: &Change, id: &str) -> Bytes {
-    Item::of(change).event(&tag_of(id), &mut BytesMut::new())
+    Item::of(change).event(&tag(id), &mut BytesMut::new())
 }
 
 impl Item {
@@ -166,6 +156,12 @@ impl Item {
         buffer.extend_from_slice(self.0.head.as_bytes());
         buffer.extend_from_slice(tag);
     }
+}
+
+/// What a stream writes after an item's head: its subscription id (JSON
+/// text: a number or a string, which hold no line break) and [`TAIL`].
+fn tag(id: &str) -> Vec<u8> {
+    [id.as_bytes(), TAIL].concat()
 }
 
 /// Writes each member of `object` and a comma after it.
@@ -398,33 +394,71 @@ impl Wakers {
 /// while idle, and the listen's own end. Dropping it closes the stream and
 /// frees its slot.
 ///
-/// Laid out by hand: what each event reads and writes takes the first two
-/// cache lines, what the stream's open and close read comes after. With
-/// thousands of streams, each event finds its stream's lines out of the
-/// cache: the fewer, the sooner it is sent.
+/// Laid out by hand, in two cache lines: what each event reads and writes
+/// takes the first (and the heap for a subscription id of more than 8
+/// bytes), what the stream's open and close read comes after. The enums
+/// the stream travels in (the hub's body, the edge's) keep their tags in
+/// its largest niche, which is in the first line (the keep-alive's
+/// `Instant`): nothing after it may have a larger one, as an `Option<u64>`
+/// would. With thousands of streams, each event finds its stream's lines
+/// out of the cache: the fewer, the sooner it is sent.
 #[repr(C, align(64))]
 pub(crate) struct ListenStream {
     queue: Arc<Queue>,
+    shared: Arc<Shared>,
     keep_alive: KeepAlive,
     acknowledged: bool,
     /// Once the stream has ended on the hub's initiative.
     finished: Option<End>,
-    /// What the stream writes after each item's head (see [`tag`]).
-    tag: Box<[u8]>,
+    /// The stream's [`tag`], when it is short: an event then reads no
+    /// memory but the stream's first line.
+    tag: InlineTag,
+    /// The stream's tag when it is longer; empty otherwise.
+    long_tag: Box<[u8]>,
     /// Until the bus hears the stream's channels: no acknowledgment yet.
     /// (In a `Mutex`, reached with `get_mut`, so that the body stays
     /// `Sync` whatever the bus's future is.)
     ready: Mutex<Option<BusReady>>,
-    shared: Arc<Shared>,
     /// The stream's id in the registry, `None` when it never registered.
-    id: Option<u64>,
+    id: Option<StreamId>,
     filter: HonouredFilter,
+}
+
+/// The room for a tag held in the stream itself: what its first cache
+/// line leaves (a subscription id of up to 8 bytes).
+const INLINE_TAG: usize = 13;
+
+/// A stream's whole [`tag`], when it has at most [`INLINE_TAG`] bytes;
+/// empty when it is longer.
+#[repr(C)]
+struct InlineTag {
+    len: u8,
+    bytes: [u8; INLINE_TAG],
+}
+
+impl InlineTag {
+    fn of(tag: &[u8]) -> Self {
+        let mut inline = Self {
+            len: 0,
+            bytes: [0; INLINE_TAG],
+        };
+        if let Some(room) = inline.bytes.get_mut(..tag.len()) {
+            room.copy_from_slice(tag);
+            inline.len = tag.len() as u8;
+        }
+        inline
+    }
+
+    #[inline]
+    fn get(&self) -> Option<&[u8]> {
+        (self.len > 0).then(|| &self.bytes[..usize::from(self.len)])
+    }
 }
 
 impl ListenStream {
     pub(crate) fn new(
         shared: Arc<Shared>,
-        id: Option<u64>,
+        id: Option<StreamId>,
         queue: Arc<Queue>,
         filter: HonouredFilter,
     ) -> Self {
@@ -437,15 +471,21 @@ impl ListenStream {
             metrics::listen_stream(true);
         }
         tracing::info!(open = shared.registry().len(), "listen hub: stream opened");
-        let tag = tag(&filter);
+        let whole = tag(filter.subscription_id().get());
+        let inline = InlineTag::of(&whole);
+        let long_tag = match inline.get() {
+            Some(_) => Box::default(),
+            None => whole.into(),
+        };
         Self {
             queue,
+            shared,
             keep_alive,
             acknowledged: false,
             finished: None,
-            tag,
+            tag: inline,
+            long_tag,
             ready: Mutex::new(ready),
-            shared,
             id,
             filter,
         }
@@ -563,12 +603,12 @@ impl Body for ListenStream {
         if this.finished.is_some() {
             return Poll::Ready(None);
         }
-        let ready = this.ready.get_mut().unwrap_or_else(|p| p.into_inner());
-        if let Some(future) = ready.as_mut() {
-            std::task::ready!(future.as_mut().poll(cx));
-            *ready = None;
-        }
         if !this.acknowledged {
+            let ready = this.ready.get_mut().unwrap_or_else(|p| p.into_inner());
+            if let Some(future) = ready.as_mut() {
+                std::task::ready!(future.as_mut().poll(cx));
+                *ready = None;
+            }
             this.acknowledged = true;
             let ack = acknowledgment(&this.filter, this.filter.ack().get());
             // The timer was armed as the stream opened, with its ack.
@@ -578,7 +618,8 @@ impl Body for ListenStream {
         let data = match this.queue.poll_next(cx) {
             Next::Item(item) => {
                 this.keep_alive.sent(item.at());
-                let event = item.event_here(&this.tag);
+                let tag = this.tag.get().unwrap_or(&this.long_tag);
+                let event = item.event_here(tag);
                 return Poll::Ready(Some(Ok(Frame::data(event))));
             }
             Next::End(end) => {
@@ -641,12 +682,12 @@ impl std::fmt::Debug for ListenStream {
 /// session's `resources/subscribe`, say. Dropping it unregisters it.
 pub struct Watch {
     shared: Arc<Shared>,
-    id: Option<u64>,
+    id: Option<StreamId>,
     queue: Arc<Queue>,
 }
 
 impl Watch {
-    pub(crate) fn new(shared: Arc<Shared>, id: Option<u64>, queue: Arc<Queue>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, id: Option<StreamId>, queue: Arc<Queue>) -> Self {
         Self { shared, id, queue }
     }
 
@@ -744,13 +785,21 @@ mod tests {
     }
 
     /// What every event reads and writes: one cache line for the queue,
-    /// two for the stream.
+    /// one for the stream when its subscription id is short (two at most),
+    /// and no other memory of the stream's.
     #[test]
     fn a_queue_keeps_to_one_cache_line_and_a_stream_to_two() {
-        use std::mem::{align_of, size_of};
+        use super::{InlineTag, ListenStream};
+        use std::mem::{align_of, offset_of, size_of};
         assert_eq!((size_of::<Queue>(), align_of::<Queue>()), (64, 64));
-        assert_eq!(align_of::<super::ListenStream>(), 64);
-        assert!(size_of::<super::ListenStream>() <= 128);
+        assert_eq!(align_of::<ListenStream>(), 64);
+        assert!(size_of::<ListenStream>() <= 128);
+        assert!(offset_of!(ListenStream, finished) < offset_of!(ListenStream, tag));
+        let first_line_tag = offset_of!(ListenStream, tag) + offset_of!(InlineTag, bytes);
+        assert_eq!(first_line_tag + super::INLINE_TAG, 64);
+        // The registry's id brings no tag, with a niche larger than the
+        // first line's.
+        assert_eq!(size_of::<Option<super::StreamId>>(), 8);
     }
 
     /// A stream's events are written over the ones it sent once those are

@@ -116,6 +116,11 @@ impl Stack {
 }
 
 fn listen(token: Option<&str>, id: u32, notifications: Value) -> Request<Full<Bytes>> {
+    listen_as(token, id.into(), notifications)
+}
+
+/// A listen of request (and subscription) `id`.
+fn listen_as(token: Option<&str>, id: Value, notifications: Value) -> Request<Full<Bytes>> {
     let body = json!({
         "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
         "params": {"_meta": serde_json::from_str::<Value>(TASKS_META).unwrap(), "notifications": notifications},
@@ -240,6 +245,35 @@ async fn delivers_what_each_stream_honours_and_may_read() {
     );
     alice.quiet(10).await;
     bob.quiet(10).await;
+}
+
+/// Short subscription ids are held in the stream itself, longer ones
+/// apart: every event carries its stream's, whatever its length.
+#[tokio::test(start_paused = true)]
+async fn events_carry_a_subscription_id_of_any_length() {
+    let stack = Stack::new(|b| b);
+    let publisher = stack.hub.publisher();
+    // JSON texts of 8 bytes (the most held in the stream), 9, 20 and 202
+    // bytes, and one with an escape.
+    let ids = [
+        json!(12_345_678),
+        json!(123_456_789),
+        json!(u64::MAX),
+        json!("x".repeat(200)),
+        json!("a\"b"),
+    ];
+    for id in ids {
+        let notifications = json!({"resourceSubscriptions": [PUBLIC]});
+        let request = listen_as(Some("alice-token"), id.clone(), notifications);
+        let response = stack.send(request).await;
+        assert_eq!(response.status(), StatusCode::OK, "listen {id}");
+        let mut stream = Stream(response.into_body());
+        assert_eq!(tag(&stream.message().await), &id);
+        assert_eq!(publisher.resource_updated(PUBLIC).await.streams, 1);
+        let update = stream.message().await;
+        assert_eq!(update["params"]["uri"], PUBLIC);
+        assert_eq!(tag(&update), &id);
+    }
 }
 
 #[tokio::test(start_paused = true)]
