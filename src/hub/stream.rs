@@ -395,8 +395,8 @@ impl Wakers {
 /// frees its slot.
 ///
 /// Laid out by hand, in two cache lines: what each event reads and writes
-/// takes the first (and the heap for a subscription id of more than 8
-/// bytes), what the stream's open and close read comes after. The enums
+/// takes the first (and, for a subscription id of more than 8 bytes, the
+/// tag on the heap), what the stream's open and close read comes after. The enums
 /// the stream travels in (the hub's body, the edge's) keep their tags in
 /// its largest niche, which is in the first line (the keep-alive's
 /// `Instant`): nothing after it may have a larger one, as an `Option<u64>`
@@ -785,8 +785,8 @@ mod tests {
     }
 
     /// What every event reads and writes: one cache line for the queue,
-    /// one for the stream when its subscription id is short (two at most),
-    /// and no other memory of the stream's.
+    /// one for the stream when its subscription id is short (the second
+    /// and the long tag's when it is not).
     #[test]
     fn a_queue_keeps_to_one_cache_line_and_a_stream_to_two() {
         use super::{InlineTag, ListenStream};
