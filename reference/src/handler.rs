@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use mcp_edge::hub::{Change, ListChanged, ListenHub, Watch};
 use mcp_edge::{Principal, Topic};
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::InputResponses;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
@@ -60,6 +61,9 @@ pub struct Demo {
     checks_subscriptions: bool,
     /// The legacy-era `resources/subscribe` subscriptions of one session.
     legacy: Arc<LegacySubscriptions>,
+    /// The tools, routed once: rmcp's default builds the router (its
+    /// schemas, its name checks) again at every `tools/call` and `get_tool`.
+    tool_router: Arc<ToolRouter<Demo>>,
 }
 
 /// A legacy session's resource subscriptions: one forwarding task per URI,
@@ -145,6 +149,7 @@ impl Demo {
             capabilities,
             checks_subscriptions: true,
             legacy: Arc::default(),
+            tool_router: Arc::new(Self::tool_router()),
         }
     }
 
@@ -370,7 +375,7 @@ fn topics_of(filter: &SubscriptionFilter) -> Vec<Topic> {
         .collect()
 }
 
-#[tool_handler]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for Demo {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(self.capabilities.clone())
