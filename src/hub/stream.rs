@@ -138,6 +138,7 @@ impl Item {
     /// events taken from it are dropped, the next are written over them (no
     /// allocation per event). An event larger than [`BUFFER`] gets a buffer
     /// of its own, which is not kept.
+    #[inline]
     fn event(&self, tag: &[u8], buffer: &mut BytesMut) -> Bytes {
         let len = self.0.head.len() + tag.len();
         if len > BUFFER {
