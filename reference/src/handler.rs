@@ -62,7 +62,7 @@ pub struct Demo {
     /// The legacy-era `resources/subscribe` subscriptions of one session.
     legacy: Arc<LegacySubscriptions>,
     /// The tools, routed once: rmcp's default builds the router (its
-    /// schemas, its name checks) again at every `tools/call` and `get_tool`.
+    /// schemas, its name checks) again at every tool call, list and look-up.
     tool_router: Arc<ToolRouter<Demo>>,
 }
 
