@@ -60,6 +60,8 @@ pub(crate) enum BusDropped {
     Malformed,
     /// The delivery queue was full.
     QueueFull,
+    /// The same bytes were heard among the recent messages.
+    Duplicate,
 }
 
 /// The hub's cap a listen was refused over.
@@ -266,6 +268,9 @@ pub(crate) fn bus_message_dropped(reason: BusDropped) {
             BusDropped::QueueFull => {
                 counter!("mcp_edge_bus_messages_dropped_total", "reason" => "queue_full")
             }
+            BusDropped::Duplicate => {
+                counter!("mcp_edge_bus_messages_dropped_total", "reason" => "duplicate")
+            }
         }
         .increment(1);
     }
@@ -355,7 +360,7 @@ mod tests {
                 checked.insert(word);
             }
         }
-        // Eleven metrics; 34 label values, `malformed` in two sets.
-        assert_eq!(checked.len(), 11 + 33);
+        // Eleven metrics; 35 label values, `malformed` in two sets.
+        assert_eq!(checked.len(), 11 + 34);
     }
 }

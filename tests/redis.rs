@@ -14,8 +14,8 @@ use serde_json::json;
 mod bus;
 
 use bus::{
-    crosses, eventually, fresh_update_crosses, overflow, profile, slow_listen, slow_profile,
-    subscribed, Calls, Instance, Overflowed, Redis, SLOW,
+    crosses, eventually, forged_ahead, fresh_update_crosses, overflow, profile, slow_listen,
+    slow_profile, subscribed, Calls, Instance, Overflowed, Redis, Spy, SLOW,
 };
 
 /// An instance on `redis`, with the test profile.
@@ -277,6 +277,37 @@ async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() 
     assert_eq!(b.bus.dropped(), 0);
 }
 
+/// A copy of an instance's message sent with its next numbers, before it
+/// sends them, suppresses none of them: each message's id is drawn at
+/// random.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_sent_ahead_of_an_instance_suppress_none_of_its_updates() {
+    let redis = Redis::start();
+    let (a, b) = (instance(&redis, "app"), instance(&redis, "app"));
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
+    let spy = Spy::start(redis.port, "subscribe", &channel);
+    eventually("the spy subscribed", || async {
+        redis.numsub(&channel).await == 2
+    })
+    .await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    let publish = |payload: String| {
+        let (redis, channel) = (&redis, channel.clone());
+        async move {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg(payload)
+                .query_async(&mut redis.connection().await)
+                .await
+                .unwrap();
+        }
+    };
+    forged_ahead(&a, &b, &mut stream, &spy, LOGS, publish).await;
+}
+
 /// An update is published on the channel of every URI that covers it: an
 /// instance subscribed to two of them hears it twice and delivers it once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,6 +342,8 @@ async fn the_copies_of_one_publication_are_delivered_once() {
     }
     broad.silent(Duration::from_millis(300)).await;
     narrow.silent(Duration::from_millis(300)).await;
+    // Each publication was heard twice: the second copy counted.
+    assert_eq!(b.bus.duplicates(), 3);
 }
 
 /// A `ResourceAccess` hook that takes 2 s per call holds up the deliveries

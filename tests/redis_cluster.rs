@@ -13,7 +13,10 @@ use serde_json::json;
 
 mod bus;
 
-use bus::{crosses, eventually, fresh_update_crosses, profile, Cluster, Instance, Stream};
+use bus::{
+    crosses, eventually, forged_ahead, fresh_update_crosses, profile, Cluster, Instance, Spy,
+    Stream,
+};
 
 /// An instance on `cluster`, with the test profile.
 fn instance(cluster: &Cluster) -> Instance {
@@ -250,4 +253,29 @@ async fn an_update_published_after_the_acknowledgment_crosses_on_every_shard() {
         shards.insert(cluster.owner(&b.bus.channel_name(Channel::Resource(&uri))));
     }
     assert_eq!(shards.len(), 3, "the fresh channels span every shard");
+}
+
+/// The forged-ahead copies of `tests/redis.rs`, on the cluster: sent with
+/// `SPUBLISH` on the channel's shard, they suppress none of the updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_sent_ahead_of_an_instance_suppress_none_of_its_updates_on_the_cluster() {
+    const LOGS: &str = "demo://public/logs";
+    let cluster = Cluster::start();
+    let (a, b) = (instance(&cluster), instance(&cluster));
+    let mut stream = b
+        .listen("alice", 1, json!({"resourceSubscriptions": [LOGS]}))
+        .await;
+    subscribed(&cluster, &b.bus, LOGS, 1).await;
+    let channel = b.bus.channel_name(Channel::Resource(LOGS));
+    let owner = cluster.owner(&channel);
+    let spy = Spy::start(cluster.nodes[owner].port, "ssubscribe", &channel);
+    subscribed(&cluster, &b.bus, LOGS, 2).await;
+    eventually("a connected", || async { a.bus.is_connected() }).await;
+    let publish = |payload: String| {
+        let (cluster, channel) = (&cluster, channel.clone());
+        async move {
+            cluster.cli(owner, &["spublish", &channel, &payload]);
+        }
+    };
+    forged_ahead(&a, &b, &mut stream, &spy, LOGS, publish).await;
 }

@@ -62,6 +62,24 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
     .await;
     stream.silent(Duration::from_millis(200)).await;
 
+    // The same bytes twice: the copy is dropped and counted.
+    let duplicate = r#"mcp_edge_bus_messages_dropped_total{reason="duplicate"}"#;
+    let message = r#"{"v":1,"from":"p","seq":1,"id":"00","change":{"type":"resource_updated","uri":"demo://public/logs"}}"#;
+    for _ in 0..2 {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg(message)
+            .query_async(&mut redis.connection().await)
+            .await
+            .unwrap();
+    }
+    assert_eq!(stream.message().await["params"]["uri"], LOGS);
+    eventually("the copy counted", || async {
+        sample(exporter, duplicate) == 1.0
+    })
+    .await;
+    stream.silent(Duration::from_millis(200)).await;
+
     redis.stop();
     eventually("the gauge says disconnected", || async {
         connected() == 0.0

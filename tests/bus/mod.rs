@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 #[allow(unused_imports)]
-pub use self::servers::{Cluster, Redis};
+pub use self::servers::{Cluster, Redis, Spy};
 
 pub fn profile() -> ServerProfile {
     ServerProfile::builder()
@@ -289,4 +289,52 @@ pub async fn fresh_update_crosses(a: &Instance, b: &Instance, i: u32) -> String 
         "fresh channel {i}"
     );
     uri
+}
+
+/// Someone with publish rights on the prefix reads one real message of
+/// `a`'s (through `spy`, on the channel of `uri`, which `stream` on `b`
+/// listens to), then publishes its bytes again with each of the next five
+/// `seq` numbers before `a` sends them (`publish` sends a raw payload on
+/// that channel). `a`'s next five updates of the same URI all reach the
+/// stream, after the five forged copies. The first message's bytes sent
+/// again, unchanged, are dropped as a duplicate and counted.
+pub async fn forged_ahead<P, Fut>(
+    a: &Instance,
+    b: &Instance,
+    stream: &mut Stream,
+    spy: &Spy,
+    uri: &str,
+    publish: P,
+) where
+    P: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let update = || async { a.hub.publisher().resource_updated(uri).await.remote };
+    assert_eq!(update().await, Ok(()));
+    assert_eq!(stream.message().await["params"]["uri"], uri);
+    let seen = spy.next();
+    let seq = serde_json::from_str::<Value>(&seen).unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    for k in 1..=5 {
+        let ahead = seen.replacen(
+            &format!(r#""seq":{seq},"#),
+            &format!(r#""seq":{},"#, seq + k),
+            1,
+        );
+        assert_ne!(ahead, seen);
+        publish(ahead).await;
+        assert_eq!(stream.message().await["params"]["uri"], uri, "copy {k}");
+    }
+    for k in 1..=5 {
+        assert_eq!(update().await, Ok(()));
+        assert_eq!(stream.message().await["params"]["uri"], uri, "update {k}");
+    }
+    let before = b.bus.duplicates();
+    publish(seen).await;
+    eventually("the copy counted", || async {
+        b.bus.duplicates() == before + 1
+    })
+    .await;
+    stream.silent(Duration::from_millis(300)).await;
 }

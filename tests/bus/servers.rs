@@ -309,3 +309,53 @@ fn node_options(dir: &std::path::Path, port: u16) -> Vec<String> {
     .map(str::to_owned)
     .to_vec()
 }
+
+/// A subscriber to one channel outside the deployment, as any client with
+/// rights on the prefix can be: `redis-cli` running `SUBSCRIBE` (or, on a
+/// cluster's shard, `SSUBSCRIBE`), the payloads it hears read off its
+/// output. Stopped when dropped.
+pub struct Spy {
+    child: Child,
+    heard: std::sync::mpsc::Receiver<String>,
+}
+
+impl Spy {
+    /// A spy on `channel` of the node on `port`, subscribed with `command`
+    /// (`subscribe` or `ssubscribe`).
+    pub fn start(port: u16, command: &str, channel: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "--raw", command, channel])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("redis-cli is installed (apt-get install redis-server)");
+        let out = child.stdout.take().expect("piped");
+        let (send, heard) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Each push is three lines: its kind, the channel, the payload.
+            let mut lines = std::io::BufReader::new(out).lines().map_while(Result::ok);
+            while let (Some(kind), Some(_), Some(payload)) =
+                (lines.next(), lines.next(), lines.next())
+            {
+                if (kind == "message" || kind == "smessage") && send.send(payload).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, heard }
+    }
+
+    /// The next payload heard, within 5 s.
+    pub fn next(&self) -> String {
+        self.heard
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the spy heard a message within 5 s")
+    }
+}
+
+impl Drop for Spy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

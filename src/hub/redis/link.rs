@@ -297,7 +297,12 @@ impl Link {
             return;
         }
         // Its own messages start so (the delivery task checks `from` too).
-        if payload.starts_with(&self.inner.echo) || !self.recent.first(&payload) {
+        if payload.starts_with(&self.inner.echo) {
+            return;
+        }
+        if !self.recent.first(&payload) {
+            self.inner.duplicates.fetch_add(1, Ordering::Relaxed);
+            metrics::bus_message_dropped(BusDropped::Duplicate);
             return;
         }
         self.offer(payload);
@@ -359,7 +364,7 @@ impl Link {
 mod tests {
     use super::*;
     use crate::hub::bus::Change;
-    use crate::hub::redis::wire::{Message, MAX_FROM};
+    use crate::hub::redis::wire::{random_id, Message, MAX_FROM};
     use crate::hub::redis::{RedisBus, QUEUE};
     use crate::hub::ListChanged;
 
@@ -446,7 +451,8 @@ mod tests {
     #[test]
     fn its_own_and_long_messages_are_not_queued() {
         let (bus, mut link, mut queued) = link();
-        let own = Message::new(bus.instance(), 0, &Change::ListChanged(ListChanged::Tools));
+        let tools = Change::ListChanged(ListChanged::Tools);
+        let own = Message::new(bus.instance(), 0, random_id().unwrap(), &tools);
         let own = serde_json::to_vec(&own).unwrap();
         assert!(own.starts_with(&bus.inner.echo));
         assert_eq!(bus.inner.parse(&own), None);

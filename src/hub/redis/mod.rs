@@ -54,24 +54,30 @@ const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// **Messages** are JSON objects, so that any process can publish:
 ///
 /// ```json
-/// {"v":1,"from":"<instance>","seq":7,"change":{"type":"resource_updated","uri":"file:///logs/today"}}
-/// {"v":1,"from":"<instance>","seq":8,"change":{"type":"list_changed","list":"tools"}}
-/// {"v":1,"from":"<instance>","seq":9,"change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}
+/// {"v":1,"from":"<instance>","seq":7,"id":"<32 hex digits>","change":{"type":"resource_updated","uri":"file:///logs/today"}}
+/// {"v":1,"from":"<instance>","seq":8,"id":"<32 hex digits>","change":{"type":"list_changed","list":"tools"}}
+/// {"v":1,"from":"<instance>","seq":9,"id":"<32 hex digits>","change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}
 /// ```
 ///
 /// `from` names the publishing instance, at most 64 bytes (its own
 /// messages are ignored: it delivered them already); `seq` numbers its
-/// messages, so that no two of them are the same bytes. A message that is
-/// not this, or longer than 64 KiB, is dropped and counted
-/// ([`RedisBus::dropped`]).
+/// messages; `id` is 128 bits drawn from the operating system's generator
+/// for each message, so that nobody knows a message's bytes before it is
+/// sent. `id` is optional on read: a process may publish without one, but
+/// then anyone who can guess its next message can send those bytes first.
+/// A message that is not this, or longer than 64 KiB, is dropped and
+/// counted ([`RedisBus::dropped`]).
 ///
 /// **Each message once.** A publication reaches an instance once per
 /// channel it listens on among the update's; the same bytes heard again
-/// among the last 4096 messages are one message, delivered once. Nothing
-/// else is deduplicated (never by the `from` and `seq` a message claims),
-/// so no message can stand in for another instance's next one. The bus
-/// remembers a hash of each (keyed at random per instance, so no sender can
-/// aim a collision), never the message: 96 KiB, allocated once.
+/// among the last 4096 messages are one message, delivered once, and each
+/// copy dropped is counted ([`RedisBus::duplicates`]). Nothing else is
+/// deduplicated (never by the `from`, `seq` or `id` a message claims), and
+/// the bytes of an instance's next message hold an `id` nobody has seen, so
+/// a copy can only repeat a message already sent, never stand in for one
+/// to come. The bus remembers a hash of each (keyed at random per
+/// instance, so no sender can aim a collision), never the message: 96 KiB,
+/// allocated once.
 ///
 /// **Deliveries** run in a task of their own, in the order heard, never in
 /// the connection's: a slow [`ResourceAccess`](crate::ResourceAccess) hook
@@ -134,6 +140,7 @@ struct Inner {
     up: AtomicBool,
     dropped: AtomicU64,
     overflowed: AtomicU64,
+    duplicates: AtomicU64,
     /// The bytes of the messages queued for delivery.
     queued: AtomicUsize,
     /// How this instance's own messages start.
@@ -202,6 +209,7 @@ impl RedisBus {
                 up: AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
                 overflowed: AtomicU64::new(0),
+                duplicates: AtomicU64::new(0),
                 queued: AtomicUsize::new(0),
             }),
         }
@@ -219,6 +227,14 @@ impl RedisBus {
     /// [`ResourceAccess`](crate::ResourceAccess) hook).
     pub fn overflowed(&self) -> u64 {
         self.inner.overflowed.load(Ordering::Relaxed)
+    }
+
+    /// How many messages from Redis were dropped as copies of one heard
+    /// before: the same publication on another channel this instance
+    /// listens on (an update below two honoured URIs), or a copy someone
+    /// published again.
+    pub fn duplicates(&self) -> u64 {
+        self.inner.duplicates.load(Ordering::Relaxed)
     }
 
     /// Whether the bus is connected to Redis now.
@@ -345,13 +361,14 @@ impl Bus for RedisBus {
     fn publish(&self, change: &Change) -> BusFuture {
         let inner = self.inner.clone();
         let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
-        let message = Message::new(&inner.instance, seq, change);
+        let message = wire::random_id().map(|id| Message::new(&inner.instance, seq, id, change));
         let channels = channels_of(&inner.prefix, change);
         Box::pin(async move {
             let connection = lock(&inner.publisher).clone();
             let Some(mut connection) = connection else {
                 return Err(BusError::Unavailable);
             };
+            let message = message.map_err(|e| BusError::Failed(e.to_string()))?;
             let payload =
                 serde_json::to_vec(&message).map_err(|e| BusError::Failed(e.to_string()))?;
             connection.publish(&channels, &payload).await

@@ -59,7 +59,19 @@ pub(super) struct Message {
     v: u32,
     from: String,
     seq: u64,
+    /// 128 random bits in hex, drawn per message: what makes its bytes
+    /// unknown to anyone before it is sent. Optional on read, so that a
+    /// process may publish without one (and be predictable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     change: Wire,
+}
+
+/// A message id: 128 bits from the operating system's generator, in hex.
+pub(super) fn random_id() -> Result<String, getrandom::Error> {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits)?;
+    Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -80,12 +92,13 @@ enum Wire {
 }
 
 impl Message {
-    /// Message `seq` of instance `from`, carrying `change`.
-    pub(super) fn new(from: &str, seq: u64, change: &Change) -> Self {
+    /// Message `seq` of instance `from`, its id `id`, carrying `change`.
+    pub(super) fn new(from: &str, seq: u64, id: String, change: &Change) -> Self {
         Self {
             v: 1,
             from: from.to_owned(),
             seq,
+            id: Some(id),
             change: Wire::of(change),
         }
     }
@@ -228,6 +241,16 @@ mod tests {
         );
     }
 
+    /// Ids are 32 hex digits, and no two drawn alike.
+    #[test]
+    fn ids_are_random_128_bit_hex() {
+        let ids: HashSet<String> = (0..1000).map(|_| random_id().unwrap()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids
+            .iter()
+            .all(|id| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())));
+    }
+
     #[test]
     fn messages_round_trip_and_strangers_are_refused() {
         let change = Change::TaskStatus {
@@ -238,24 +261,24 @@ mod tests {
                 .unwrap()
                 .clone(),
         };
-        let message = Message {
-            v: 1,
-            from: "i".into(),
-            seq: 3,
-            change: Wire::of(&change),
-        };
+        let message = Message::new("i", 3, "0f".repeat(16), &change);
         let text = serde_json::to_string(&message).unwrap();
         assert_eq!(
             text,
-            r#"{"v":1,"from":"i","seq":3,"change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}"#
+            r#"{"v":1,"from":"i","seq":3,"id":"0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f","change":{"type":"task_status","owner":"alice","taskId":"t-1","params":{"status":"completed"}}}"#
         );
         let back: Message = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.change.into_change(), Some(change));
+        assert_eq!(back.change.into_change(), Some(change.clone()));
+        // A process may publish without an id.
+        let plain = r#"{"v":1,"from":"p","seq":1,"change":{"type":"list_changed","list":"tools"}}"#;
+        let back = Message::read(plain.as_bytes()).map(Message::into_change);
+        assert_eq!(back, Some(Some(Change::ListChanged(ListChanged::Tools))));
         for bad in [
             r#"{"v":1,"from":"i","seq":3,"change":{"type":"list_changed","list":"widgets"}}"#,
             r#"{"v":1,"from":"i","seq":3,"change":{"type":"deleted"}}"#,
             r#"{"v":1,"from":"i","seq":3,"change":{"type":"resource_updated","uri":"a","extra":1}}"#,
             r#"{"v":1,"from":"i","change":{"type":"resource_updated","uri":"a"}}"#,
+            r#"{"v":1,"from":"i","seq":3,"id":7,"change":{"type":"resource_updated","uri":"a"}}"#,
         ] {
             let parsed = serde_json::from_str::<Message>(bad)
                 .ok()
