@@ -622,6 +622,9 @@ fn guard_uri() -> impl Strategy<Value = String> {
         "/./z",
         "/...",
         "/.x",
+        "/..?/secret/e",
+        "/%2e#q",
+        "/x?/../y",
     ]);
     (base, tail).prop_map(|(base, tail)| format!("{base}{tail}"))
 }

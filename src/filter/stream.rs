@@ -71,8 +71,11 @@ pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
 /// `new URL`) takes `\` for `/` in special schemes and removes TAB, LF and
 /// CR anywhere; RFC 3986 allows no control character at all. So: a `\`,
 /// any ASCII control character (below 0x20, and 0x7F), or a `.` or `..`
-/// path segment, each dot raw or `%2e` / `%2E`. (A dot segment that only
-/// the removal of TAB, LF or CR makes holds one of them: it is caught too.)
+/// path segment, each dot raw or `%2e` / `%2E`, the segment ended by `/`,
+/// `?`, `#` or the end (RFC 3986 §3.3 and the WHATWG path state end a
+/// segment at each: `file:///public/..?x` reads as `file:///?x`). (A dot
+/// segment that only the removal of TAB, LF or CR makes holds one of them:
+/// it is caught too.)
 pub(crate) fn resolves_elsewhere(uri: &[u8]) -> bool {
     // Every byte is looked at (no early exit), so the loops vectorize; a
     // dot segment is looked for only where a segment starts with `.` or `%`.
@@ -105,8 +108,9 @@ pub(crate) fn coverers(uri: &str) -> impl Iterator<Item = &str> {
         .filter_map(move |end| uri.get(..end))
 }
 
-/// True when a `/`-separated segment of `uri` is `.` or `..`, each dot raw
-/// or as `%2e` / `%2E`.
+/// True when a segment of `uri`, begun after a `/` (or at the start) and
+/// ended by `/`, `?`, `#` or the end, is `.` or `..`, each dot raw or as
+/// `%2e` / `%2E`.
 fn has_dot_segment(uri: &[u8]) -> bool {
     // A dot segment starts with `.` or `%` right after a `/` (or at the
     // start): only those places are looked at.
@@ -114,7 +118,7 @@ fn has_dot_segment(uri: &[u8]) -> bool {
         if at > 0 && uri[at - 1] != b'/' {
             return false;
         }
-        let end = memchr::memchr(b'/', &uri[at..]).map_or(uri.len(), |len| at + len);
+        let end = memchr::memchr3(b'/', b'?', b'#', &uri[at..]).map_or(uri.len(), |len| at + len);
         is_dot_segment(&uri[at..end])
     })
 }
@@ -151,11 +155,21 @@ pub(crate) const SPELLINGS: &[(&str, &str)] = &[
     ("file:///public/x/.%2E", "file:///public/"),
     ("file:///public/.\u{7f}./home", "file:///public/.%7F./home"),
     ("file:///public/x\u{0}y", "file:///public/x%00y"),
+    // A segment ends at `?` and `#` too.
+    ("file:///public/..?/home/alice/x", "file:///?/home/alice/x"),
+    (
+        "file:///public/%2e%2e#/home/alice/x",
+        "file:///#/home/alice/x",
+    ),
+    ("file:///public/%2E.?/home/x", "file:///?/home/x"),
+    ("file:///public/..#x", "file:///#x"),
+    ("file:///public/.?x", "file:///public/?x"),
     // Plain: read as spelled.
     ("file:///public/..%5Chome", "file:///public/..%5Chome"),
     ("file:///public/a/b", "file:///public/a/b"),
     ("file:///public/...", "file:///public/..."),
     ("file:///public/.hidden", "file:///public/.hidden"),
+    ("file:///public/..%3F/x", "file:///public/..%3F/x"),
 ];
 
 /// The prefix [`SPELLINGS`] are below.
@@ -171,13 +185,15 @@ mod spelling_tests {
     #[test]
     fn dot_segments_are_found_as_a_split_finds_them() {
         fn by_split(uri: &[u8]) -> bool {
+            // A segment begins after a `/`; it ends at `?` or `#` too.
             uri.split(|&b| b == b'/').any(|segment| {
+                let segment = segment.split(|&b| b == b'?' || b == b'#').next().unwrap();
                 let text = String::from_utf8_lossy(segment).to_ascii_lowercase();
                 let dots = text.replace("%2e", ".");
                 matches!(dots.as_str(), "." | "..")
             })
         }
-        let alphabet = b"./%2eEa";
+        let alphabet = b"./%2eEa?#";
         let mut uri = Vec::new();
         for len in 0..=6u32 {
             for n in 0..alphabet.len().pow(len) {
@@ -219,8 +235,10 @@ mod spelling_tests {
                 "{spelling:?}"
             );
         }
-        assert_eq!(plain, 4);
-        for odd in ["a\\b", "a\u{1f}", "a\u{7f}", "a/./b", "a/%2e%2E"] {
+        assert_eq!(plain, 5);
+        for odd in [
+            "a\\b", "a\u{1f}", "a\u{7f}", "a/./b", "a/%2e%2E", "a/..?", "a/.#", "a/%2E.?b",
+        ] {
             assert!(resolves_elsewhere(odd.as_bytes()), "{odd:?}");
         }
     }
@@ -241,6 +259,9 @@ mod tests {
             "file:///a/./b",
             "file:///a/%2E%2e/b",
             "file:///a/..b/c",
+            "file:///a/..?b/c",
+            "file:///a/b?/../c",
+            "file:///a/%2e#/c",
             "file:///a/..\\b/c",
             "file:///a/.\t./c",
             "/a/b",

@@ -116,9 +116,11 @@ impl Model {
     }
 }
 
-/// A `.` or `..` path segment, each dot raw or `%2e`.
+/// A `.` or `..` path segment, each dot raw or `%2e`, ended by `/`, `?`,
+/// `#` or the end.
 fn has_dot_segment(uri: &str) -> bool {
     uri.split('/').any(|segment| {
+        let segment = segment.split(['?', '#']).next().unwrap_or_default();
         let decoded = segment.replace("%2e", ".").replace("%2E", ".");
         decoded == "." || decoded == ".."
     })

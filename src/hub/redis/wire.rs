@@ -228,17 +228,16 @@ mod tests {
         .collect();
         assert_eq!(names, expected);
         assert!(names.contains(&channel_name("p", Channel::Resource("file:///logs"))));
-        // A URI with a dot segment is covered only by itself.
-        let names = channels_of(
-            "p",
-            &Change::ResourceUpdated {
-                uri: "file:///logs/../etc".into(),
-            },
-        );
-        assert_eq!(
-            names,
-            [channel_name("p", Channel::Resource("file:///logs/../etc"))]
-        );
+        // A URI with a dot segment is covered only by itself, whatever
+        // ends the segment.
+        for uri in [
+            "file:///logs/../etc",
+            "file:///logs/..?/etc",
+            "file:///logs/%2e#x",
+        ] {
+            let names = channels_of("p", &Change::ResourceUpdated { uri: uri.into() });
+            assert_eq!(names, [channel_name("p", Channel::Resource(uri))], "{uri}");
+        }
     }
 
     /// Ids are 32 hex digits, and no two drawn alike.
