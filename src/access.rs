@@ -19,9 +19,10 @@ use crate::Principal;
 
 /// Most decisions kept at once.
 pub(crate) const MAX_DECISIONS: usize = 65_536;
-/// Most bytes of URIs kept at once: the URIs come from updates (a bus
-/// message's among them), up to 64 KiB each.
-const MAX_URI_BYTES: usize = 8 * 1024 * 1024;
+/// Most bytes of keys kept at once, each decision's URI and its caller's
+/// name: the URIs come from updates (a bus message's among them), up to
+/// 64 KiB each, and a name is whatever the auth layer made of a token.
+const MAX_KEY_BYTES: usize = 8 * 1024 * 1024;
 /// The cache's shards, each with its own lock and an eighth of both
 /// bounds. A fixed number rather than one per core: the cache keeps no
 /// decision weighing more than its shard's share, and an eighth (1 MiB)
@@ -32,7 +33,7 @@ const SHARDS: usize = 8;
 /// The decision cache: one per profile, shared by its clones.
 pub(crate) struct Decisions {
     ttl: Duration,
-    cache: Cache<Key, Decision, UriBytes>,
+    cache: Cache<Key, Decision, KeyBytes>,
 }
 
 /// Who asked about which URI.
@@ -50,6 +51,15 @@ struct Query<'a> {
 }
 
 impl Key {
+    /// The bytes it holds: its URI and its caller's name.
+    fn bytes(&self) -> usize {
+        self.uri.len()
+            + self
+                .caller
+                .as_ref()
+                .map_or(0, |caller| caller.as_str().len())
+    }
+
     fn query(&self) -> Query<'_> {
         Query {
             caller: self.caller.as_ref(),
@@ -71,21 +81,23 @@ impl Equivalent<Key> for Query<'_> {
     }
 }
 
-/// What a decision weighs: its URI's bytes, and at least the average
-/// share of the bytes the count allows, so that the one bound in weight
-/// keeps both: no more than [`MAX_URI_BYTES`] of URIs, no more than
-/// [`MAX_DECISIONS`] decisions.
+/// What a decision weighs: the bytes of its URI and of its caller's name,
+/// and at least the average share of the bytes the count allows, so that
+/// the one bound in weight keeps both: no more than [`MAX_KEY_BYTES`] of
+/// keys, no more than [`MAX_DECISIONS`] decisions. A name is counted in
+/// every decision that holds it, shared or not: the bound holds whoever
+/// made the [`Principal`]s.
 #[derive(Clone)]
-struct UriBytes;
+struct KeyBytes;
 
-impl UriBytes {
-    const CAPACITY: u64 = MAX_URI_BYTES as u64;
-    const LEAST: u64 = (MAX_URI_BYTES / MAX_DECISIONS) as u64;
+impl KeyBytes {
+    const CAPACITY: u64 = MAX_KEY_BYTES as u64;
+    const LEAST: u64 = (MAX_KEY_BYTES / MAX_DECISIONS) as u64;
 }
 
-impl Weighter<Key, Decision> for UriBytes {
+impl Weighter<Key, Decision> for KeyBytes {
     fn weight(&self, key: &Key, _: &Decision) -> u64 {
-        (key.uri.len() as u64).max(Self::LEAST)
+        (key.bytes() as u64).max(Self::LEAST)
     }
 }
 
@@ -102,12 +114,12 @@ impl Decisions {
         let options = OptionsBuilder::new()
             .shards(SHARDS)
             .estimated_items_capacity(MAX_DECISIONS)
-            .weight_capacity(UriBytes::CAPACITY)
+            .weight_capacity(KeyBytes::CAPACITY)
             .build()
             .expect("both capacities are set");
         Self {
             ttl,
-            cache: Cache::with_options(options, UriBytes, Default::default(), Default::default()),
+            cache: Cache::with_options(options, KeyBytes, Default::default(), Default::default()),
         }
     }
 
@@ -156,10 +168,10 @@ impl Decisions {
         self.cache.len()
     }
 
-    /// The bytes of the URIs kept.
+    /// The bytes of the keys kept: URIs and callers' names.
     #[cfg(test)]
     fn bytes(&self) -> usize {
-        self.cache.iter().map(|(key, _)| key.uri.len()).sum()
+        self.cache.iter().map(|(key, _)| key.bytes()).sum()
     }
 }
 
@@ -260,14 +272,37 @@ mod tests {
         let long = "x".repeat(64 * 1024);
         for i in 0..1000 {
             decisions.put(None, &format!("demo://{i}/{long}"), true, now);
-            assert!(decisions.bytes() <= MAX_URI_BYTES);
+            assert!(decisions.bytes() <= MAX_KEY_BYTES);
         }
         assert!(decisions.len() < 1000);
-        assert!(decisions.bytes() > MAX_URI_BYTES / 2, "some are kept");
+        assert!(decisions.bytes() > MAX_KEY_BYTES / 2, "some are kept");
         assert_eq!(
             readable(&decisions, None, &format!("demo://999/{long}"), now),
             Some(true)
         );
+    }
+
+    /// Callers with long names, each name made anew for each decision (as
+    /// an auth layer makes a principal per request): what the decisions
+    /// hold stays within the bound, names included.
+    #[test]
+    fn long_caller_names_are_kept_within_the_bound_in_bytes() {
+        let decisions = Decisions::new(Duration::from_secs(30));
+        let now = Instant::now();
+        let name = "c".repeat(4 * 1024);
+        for i in 0..8 * 1024 {
+            let caller = Principal::new(format!("{name}{i}"));
+            decisions.put(Some(&caller), &format!("demo://{i}"), true, now);
+        }
+        assert!(
+            decisions.bytes() <= MAX_KEY_BYTES,
+            "{} bytes",
+            decisions.bytes()
+        );
+        assert!(decisions.bytes() > MAX_KEY_BYTES / 2, "some are kept");
+        let last = Principal::new(format!("{name}{}", 8 * 1024 - 1));
+        let uri = format!("demo://{}", 8 * 1024 - 1);
+        assert_eq!(readable(&decisions, Some(&last), &uri, now), Some(true));
     }
 
     /// The least used go first: a decision asked about while one-off

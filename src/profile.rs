@@ -347,8 +347,8 @@ impl ServerProfileBuilder {
     /// stops hearing updates within this time. Zero asks the hook for every
     /// such event. Requests (`subscriptions/listen`, `resources/subscribe`)
     /// always ask the hook afresh. The profile keeps at most 65 536
-    /// decisions and 8 MiB of their URIs; when full, the least used go
-    /// first.
+    /// decisions and 8 MiB of their URIs and callers' names; when full,
+    /// the least used go first.
     pub fn access_ttl(mut self, ttl: Duration) -> Self {
         self.access_ttl = Some(ttl);
         self
