@@ -278,6 +278,15 @@ pub(crate) fn bus_message_dropped(reason: BusDropped) {
     let _ = reason;
 }
 
+/// A channel the bus listens on left its shard with its slot, and was
+/// subscribed again on the new one.
+#[cfg(feature = "redis")]
+#[inline]
+pub(crate) fn bus_channel_moved() {
+    #[cfg(feature = "metrics")]
+    counter!("mcp_edge_bus_channels_moved_total").increment(1);
+}
+
 /// The decision cache had a decision `hits` times, and none `misses` times.
 #[inline]
 pub(crate) fn access_decisions(hits: u64, misses: u64) {
@@ -360,7 +369,7 @@ mod tests {
                 checked.insert(word);
             }
         }
-        // Eleven metrics; 35 label values, `malformed` in two sets.
-        assert_eq!(checked.len(), 11 + 34);
+        // Twelve metrics; 35 label values, `malformed` in two sets.
+        assert_eq!(checked.len(), 12 + 34);
     }
 }

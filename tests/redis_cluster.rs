@@ -178,6 +178,10 @@ async fn slots_moved_mid_stream_keep_their_channels_delivering() {
     for doc in &docs {
         crosses(&a, &mut on_b, doc, "the reshard").await;
     }
+    // docs[1]'s channel left with its slot: its window is counted, and
+    // the channels that stayed are not.
+    assert_eq!(b.bus.moved(), 1);
+    assert_eq!(a.bus.moved(), 0);
 }
 
 /// The ACL user of docs/security.md for a cluster, set on every node.

@@ -210,10 +210,21 @@ impl Link {
                 // A live channel left: on a cluster, its slot moved to
                 // another shard (or this is the late answer to a leave the
                 // hub took back). Subscribed again, on its owner; a channel
-                // subscribed already is not subscribed twice.
+                // subscribed already is not subscribed twice. What was
+                // published on it meanwhile is lost: the window is counted.
                 self.inner.mark(&name, false);
+                self.inner.moved.fetch_add(1, Ordering::Relaxed);
+                metrics::bus_channel_moved();
+                let left = std::time::Instant::now();
                 match subscriber.subscribe(&name, true).await {
-                    Ok(()) => self.inner.mark(&name, true),
+                    Ok(()) => {
+                        self.inner.mark(&name, true);
+                        let window = left.elapsed();
+                        tracing::debug!(
+                            ?window,
+                            "listen hub: a channel moved shard, subscribed again"
+                        );
+                    }
                     Err(error) => {
                         tracing::debug!(%error, "listen hub: a Redis subscription failed");
                         self.unsure();

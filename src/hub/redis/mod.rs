@@ -100,7 +100,11 @@ const QUEUE_BYTES: usize = 4 * 1024 * 1024;
 /// after a node's outage, a failed ping or a failed subscription, every
 /// channel is subscribed again, until a whole pass succeeds; and every
 /// 60 s all of them are, whatever the client reported (a channel already
-/// subscribed is not subscribed twice). On a cluster the bus is connected
+/// subscribed is not subscribed twice). A slot move costs each channel of
+/// the slot that this instance listens on one window, from the move to its
+/// subscription on the new owner (a round trip once the old owner's
+/// `SUNSUBSCRIBE` arrives), in which what is published on it is lost;
+/// each window is counted ([`RedisBus::moved`]). On a cluster the bus is connected
 /// while every node it knows answers its ping and a node reports
 /// `cluster_state:ok`.
 ///
@@ -141,6 +145,8 @@ struct Inner {
     dropped: AtomicU64,
     overflowed: AtomicU64,
     duplicates: AtomicU64,
+    /// Live channels that left with their slot (see [`RedisBus::moved`]).
+    moved: AtomicU64,
     /// The bytes of the messages queued for delivery.
     queued: AtomicUsize,
     /// How this instance's own messages start.
@@ -210,6 +216,7 @@ impl RedisBus {
                 dropped: AtomicU64::new(0),
                 overflowed: AtomicU64::new(0),
                 duplicates: AtomicU64::new(0),
+                moved: AtomicU64::new(0),
                 queued: AtomicUsize::new(0),
             }),
         }
@@ -235,6 +242,16 @@ impl RedisBus {
     /// published again.
     pub fn duplicates(&self) -> u64 {
         self.inner.duplicates.load(Ordering::Relaxed)
+    }
+
+    /// How many times a channel this instance listens on left its shard
+    /// while subscribed (on a cluster, its slot moved to another master)
+    /// and was subscribed again on its new owner. Each is a window, from
+    /// the slot's move to the new subscription, in which the channel's
+    /// updates are lost: sharded pub/sub keeps no message for a subscriber
+    /// that is not there.
+    pub fn moved(&self) -> u64 {
+        self.inner.moved.load(Ordering::Relaxed)
     }
 
     /// Whether the bus is connected to Redis now.
