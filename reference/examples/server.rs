@@ -276,8 +276,10 @@ async fn serve_metrics(
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<tokio::task::JoinHandle<std::io::Result<()>>, Box<dyn Error>> {
     let listener = TcpListener::bind(addr).await?;
-    println!("metrics at http://{}/metrics", listener.local_addr()?);
-    let router = mcp_edge_reference::metrics::router(mcp_edge_reference::metrics::install()?);
+    let local = listener.local_addr()?;
+    println!("metrics at http://{local}/metrics");
+    let handle = mcp_edge_reference::metrics::install()?;
+    let router = mcp_edge_reference::metrics::router(handle, local.port());
     let stopped = async move {
         let _ = stopped.await;
     };

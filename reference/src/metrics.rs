@@ -1,15 +1,18 @@
 //! The deployment's metrics (`--metrics-addr`): what mcp-edge counts,
 //! through the Prometheus exporter, as text at `GET /metrics` on an address
-//! of its own, apart from the MCP endpoint. docs/operations.md says what
-//! each metric means and what to alert on.
+//! of its own, apart from the MCP endpoint, under the same `Host` rule.
+//! docs/operations.md says what each metric means and what to alert on.
 
 use std::time::Duration;
 
 use axum::http::header::CONTENT_TYPE;
+use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::edge;
 
 /// The access hook's latency buckets, in seconds: a hook is an in-memory
 /// check or a call to an authorization service.
@@ -39,11 +42,15 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     Ok(handle)
 }
 
-/// `GET /metrics`: the Prometheus text of `handle`.
-pub fn router(handle: PrometheusHandle) -> Router {
+/// `GET /metrics`: the Prometheus text of `handle`, served on `port` under
+/// the MCP endpoint's `Host` rule: a loopback name for this port, or 403,
+/// so that a page whose name was rebound to this address cannot read it.
+pub fn router(handle: PrometheusHandle, port: u16) -> Router {
     let render = move || {
         let text = handle.render();
         async move { ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response() }
     };
-    Router::new().route("/metrics", get(render))
+    Router::new()
+        .route("/metrics", get(render))
+        .layer(from_fn_with_state(port, edge::loopback_only))
 }

@@ -43,15 +43,21 @@ impl Served {
     }
 }
 
-/// The metrics' text, scraped.
-async fn scrape(port: u16) -> String {
+/// The answer to `GET /metrics` on `port` under the `Host` header `host`:
+/// its head and its body.
+async fn get_metrics(port: u16, host: &str) -> (String, String) {
     let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let request =
-        format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut answer = String::new();
     tcp.read_to_string(&mut answer).await.unwrap();
     let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.to_owned(), body.to_owned())
+}
+
+/// The metrics' text, scraped.
+async fn scrape(port: u16) -> String {
+    let (head, body) = get_metrics(port, &format!("127.0.0.1:{port}")).await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("text/plain; version=0.0.4"), "{head}");
     body.to_owned()
@@ -133,7 +139,7 @@ async fn settles(port: u16, series: &str, value: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_scrapes_streams_refusals_and_deliveries() {
     let handle = metrics::install().unwrap();
-    let metrics = Served::start(|_| metrics::router(handle)).await;
+    let metrics = Served::start(|port| metrics::router(handle, port)).await;
     let bounds = app::Bounds {
         streams_per_caller: 1,
         ..app::Bounds::default()
@@ -226,6 +232,23 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
         text.contains("mcp_edge_access_hook_seconds_bucket"),
         "{text}"
     );
+
+    // A page whose name was rebound to the metrics address reads nothing:
+    // the MCP endpoint's Host rule.
+    let (m, p) = (metrics.port, port);
+    for host in [
+        format!("evil.example:{m}"),
+        format!("127.0.0.1:{p}"),
+        format!("10.0.0.1:{m}"),
+    ] {
+        let (head, body) = get_metrics(m, &host).await;
+        assert!(head.starts_with("HTTP/1.1 403"), "{host}: {head}");
+        assert!(!body.contains("mcp_edge_"), "{host}: {body}");
+    }
+    for host in [format!("localhost:{m}"), format!("[::1]:{m}")] {
+        let (head, _) = get_metrics(m, &host).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{host}: {head}");
+    }
 
     stop_rmcp.expect("the stack was built")();
     server.stop().await;
