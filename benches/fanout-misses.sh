@@ -59,7 +59,8 @@ run() {
   if [ "$name" = reference ]; then
     measured=$SERVER other=$FLOOR
     # No keep-alive comes during the run, however slow valgrind makes it.
-    args=(--max-streams "$STREAMS" --max-streams-per-caller "$STREAMS" --keep-alive-secs 3600)
+    args=(--max-streams "$STREAMS" --max-streams-per-caller "$STREAMS" --keep-alive-secs 3600
+      --max-connections-per-peer "$((STREAMS + 100))")
   else
     measured=$FLOOR other=$SERVER
   fi

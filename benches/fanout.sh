@@ -63,7 +63,8 @@ start() { # name binary args... -> sets PORT_<name>, PID_<name>
   cat "$TMP/$name.log" >&2
   exit 2
 }
-start reference "$SERVER" --max-streams "$STREAMS" --max-streams-per-caller "$STREAMS"
+start reference "$SERVER" --max-streams "$STREAMS" --max-streams-per-caller "$STREAMS" \
+  --max-connections-per-peer "$((STREAMS + 100))"
 start floor "$FLOOR"
 echo "== reference on $PORT_reference (pid $PID_reference), floor on $PORT_floor (pid $PID_floor); $(git rev-parse --short HEAD), $(nproc) cores"
 timeout "$MAX_SECONDS" "$CLIENT" --reference "$PORT_reference:$PID_reference" \

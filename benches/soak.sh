@@ -167,7 +167,7 @@ start_server() {
 
 # Every stream of the load client is alice's: the per-caller cap of listen
 # streams (default 64) is lifted for it.
-SERVER_ARGS=(--max-streams-per-caller 1000000)
+SERVER_ARGS=(--max-streams-per-caller 1000000 --max-connections-per-peer 1000000)
 # --hold N keeps N open at once: over the default cap in all (10 000).
 [ "$HOLD" -gt 10000 ] && SERVER_ARGS+=(--max-streams "$HOLD")
 if [ "$REDIS" -eq 1 ]; then

@@ -38,6 +38,12 @@
 //! `--bare` drops 3 and 4: rmcp then answers listens itself, acknowledging
 //! whatever URIs exist whoever asks, and never delivering task updates.
 //!
+//! Connections are bounded: a request head must be complete within
+//! `--header-timeout-secs` (default 10; on HTTP/2 the preface and the
+//! first request), a connection with no request in flight closes after
+//! `--idle-timeout-secs` (default 60), and one peer address holds at most
+//! `--max-connections-per-peer` (default 256) open.
+//!
 //! `--metrics-addr HOST:PORT` serves mcp-edge's metrics as Prometheus text
 //! at `GET /metrics` on that address (`metrics.rs`; docs/operations.md
 //! lists them). Without it no recorder is installed, and the counts cost
@@ -72,7 +78,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_edge::hub::Bus;
-use mcp_edge_reference::app;
+use mcp_edge_reference::{app, serve};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
@@ -86,7 +92,8 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
               [--max-sessions-per-caller N] [--body-timeout SECS]
               [--max-streams N] [--max-streams-per-caller N] [--trust-forwarded-for]
               [--keep-alive-secs N] [--redis URL | --redis-cluster URL,URL,...]
-              [--metrics-addr HOST:PORT]
+              [--metrics-addr HOST:PORT] [--header-timeout-secs N]
+              [--idle-timeout-secs N] [--max-connections-per-peer N]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
@@ -103,12 +110,20 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
                                (built with --features redis)
   --redis-cluster URL,URL,...  the same on the Redis Cluster these nodes belong to,
                                over sharded pub/sub (built with --features redis)
-  --metrics-addr HOST:PORT     serve mcp-edge's metrics for Prometheus at /metrics there";
+  --metrics-addr HOST:PORT     serve mcp-edge's metrics for Prometheus at /metrics there
+  --header-timeout-secs N      close a connection whose request head is not complete
+                               this long after it started waiting for one: on HTTP/2,
+                               the preface and the first request (default 10)
+  --idle-timeout-secs N        close a connection with no request in flight this long
+                               (default 60; an open listen stream is in flight)
+  --max-connections-per-peer N most connections open at once from one peer address
+                               (default 256)";
 
 struct Args {
     addr: String,
     bare: bool,
     bounds: app::Bounds,
+    connections: serve::Limits,
     redis: Option<Redis>,
     metrics: Option<String>,
 }
@@ -132,6 +147,7 @@ fn parse_args() -> Result<Args, String> {
         addr: "127.0.0.1:8080".to_owned(),
         bare: false,
         bounds: app::Bounds::default(),
+        connections: serve::Limits::default(),
         redis: None,
         metrics: None,
     };
@@ -159,6 +175,15 @@ fn parse_args() -> Result<Args, String> {
             }
             "--keep-alive-secs" => {
                 args.bounds.keep_alive = Duration::from_secs(number(&mut argv, &arg)?);
+            }
+            "--header-timeout-secs" => {
+                args.connections.head = Duration::from_secs(number(&mut argv, &arg)?);
+            }
+            "--idle-timeout-secs" => {
+                args.connections.idle = Duration::from_secs(number(&mut argv, &arg)?);
+            }
+            "--max-connections-per-peer" => {
+                args.connections.per_peer = number(&mut argv, &arg)? as usize;
             }
             "--redis" | "--redis-cluster" if args.redis.is_some() => {
                 return Err("give --redis or --redis-cluster once".to_owned());
@@ -248,7 +273,12 @@ async fn main() -> Result<(), Box<dyn Error>> {
             let _ = signalled.send(());
         }
     };
-    let mut server = tokio::spawn(mcp_edge_reference::serve::serve(listener, router, shutdown));
+    let mut server = tokio::spawn(serve::serve_with(
+        listener,
+        router,
+        args.connections,
+        shutdown,
+    ));
     let drained = tokio::select! {
         result = &mut server => Some(result),
         () = async {
@@ -283,9 +313,7 @@ async fn serve_metrics(
     let stopped = async move {
         let _ = stopped.await;
     };
-    Ok(tokio::spawn(mcp_edge_reference::serve::serve(
-        listener, router, stopped,
-    )))
+    Ok(tokio::spawn(serve::serve(listener, router, stopped)))
 }
 
 /// Logs as `RUST_LOG` says; without it, `info`, but rmcp's own lines

@@ -18,9 +18,11 @@
 //! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
 //!
 //! [`metrics`] serves mcp-edge's metrics for Prometheus, and [`serve`] is
-//! the accept loop both listeners run.
+//! the accept loop both listeners run, its connections bounded
+//! (`connections`).
 
 pub mod app;
+mod connections;
 mod edge;
 mod endpoint;
 mod handler;

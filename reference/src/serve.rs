@@ -18,6 +18,11 @@
 //! A connection's state is kept as lean as hyper's own: every event a
 //! listen stream sends polls it, and with thousands of streams open each
 //! poll finds it out of the cache, one miss per cache line it reads.
+//!
+//! Connections are bounded (`connections.rs`, [`Limits`]): in time to
+//! their first request head and with no request in flight, and in number
+//! per peer address. HTTP/2 connections are pinged every 30 s while they
+//! hold a stream, and closed when a ping goes unanswered for 20 s.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -32,24 +37,43 @@ use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tower::Service;
 
+pub use crate::connections::Limits;
+use crate::connections::{Activity, Connections, InFlight, Slot};
+
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// How often an HTTP/2 connection is pinged, and how long a ping may go
+/// unanswered.
+const H2_PING: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Serves `router` on `listener` until `shutdown` completes; then every
 /// connection is shut down gracefully, and this returns once they are
-/// all closed.
+/// all closed. Connections are bounded by the default [`Limits`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    serve_with(listener, router, Limits::default(), shutdown).await
+}
+
+/// [`serve`], its connections bounded by `limits`.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let (stop, stopped) = watch::channel(false);
     let (open, mut all_closed) = mpsc::channel::<Infallible>(1);
+    let connections = Connections::new(limits);
+    tokio::spawn(connections.clone().sweep());
     let mut shutdown = pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -63,15 +87,26 @@ pub async fn serve(
                 continue;
             }
         };
+        let Some(slot) = connections.admit(peer) else {
+            tracing::debug!(%peer, "a peer at its connection cap: closed");
+            continue;
+        };
+        let activity = Arc::new(Activity::default());
+        let service = PeerService(Arc::new(Peer {
+            router: router.clone(),
+            address: peer,
+            activity: activity.clone(),
+        }));
         // The task is the connection's future itself: an `async` block
         // that awaited it would hold it twice.
-        tokio::spawn(connection(
+        let task = tokio::spawn(connection(
             tcp,
-            peer,
-            router.clone(),
+            service,
+            connections.limits().head,
             stopped.clone(),
-            open.clone(),
+            (open.clone(), slot),
         ));
+        connections.watch(task.abort_handle(), activity);
     }
     drop(listener);
     let _ = stop.send(true);
@@ -95,24 +130,24 @@ async fn accept_failed(error: io::Error) {
     tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
-/// Serves one connection; `_open` is held until it is closed.
+/// Serves one connection, its heads bounded by `head`; `_open` (the
+/// accept loop's count, and the peer's) is held until it is closed.
 async fn connection(
     tcp: TcpStream,
-    peer: SocketAddr,
-    router: Router,
+    service: PeerService,
+    head: Duration,
     stopped: watch::Receiver<bool>,
-    _open: mpsc::Sender<Infallible>,
+    _open: (mpsc::Sender<Infallible>, Slot),
 ) {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY");
     }
-    let service = PeerService(Arc::new((router, peer)));
     let result = match peek_preface(&tcp).await {
-        Ok(Some(false)) => http1(tcp, service, stopped).await,
+        Ok(Some(false)) => http1(tcp, service, head, stopped).await,
         Ok(Some(true)) => http2(tcp, service, stopped).await,
         // Boxed: the task of every connection need not have room for this
         // rare one.
-        Ok(None) => Box::pin(prefaced(tcp, service, stopped)).await,
+        Ok(None) => Box::pin(prefaced(tcp, service, head, stopped)).await,
         Err(error) => return tracing::trace!(%error, "connection closed before a request"),
     };
     if let Err(error) = result {
@@ -140,6 +175,7 @@ async fn peek_preface(tcp: &TcpStream) -> io::Result<Option<bool>> {
 async fn prefaced(
     tcp: TcpStream,
     service: PeerService,
+    head: Duration,
     stopped: watch::Receiver<bool>,
 ) -> hyper::Result<()> {
     let io = match Prefaced::read(tcp).await {
@@ -152,21 +188,25 @@ async fn prefaced(
     if io.is_http2() {
         http2(io, service, stopped).await
     } else {
-        http1(io, service, stopped).await
+        http1(io, service, head, stopped).await
     }
 }
 
 /// `io` served as HTTP/1.1 until it closes, or shut down gracefully once
-/// `stopped` turns true.
+/// `stopped` turns true; each request head is read within `head`.
 fn http1<I>(
     io: I,
     service: PeerService,
+    head: Duration,
     stopped: watch::Receiver<bool>,
 ) -> impl Future<Output = hyper::Result<()>>
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let connection = http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head)
+        .serve_connection(TokioIo::new(io), service);
     graceful(connection, stopped, |c| c.graceful_shutdown())
 }
 
@@ -182,7 +222,11 @@ where
     // Boxed: the task of every HTTP/1 connection need not have room for
     // an HTTP/2 one.
     let connection = Box::pin(
-        http2::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(io), service),
+        http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(H2_PING)
+            .keep_alive_timeout(H2_PING_TIMEOUT)
+            .serve_connection(TokioIo::new(io), service),
     );
     graceful(connection, stopped, |c| {
         c.get_mut().as_mut().graceful_shutdown()
@@ -190,21 +234,86 @@ where
 }
 
 /// The router, for the requests of one peer's connection: each carries the
-/// peer's address. One pointer in the connection's state.
+/// peer's address, and is counted in flight until its answer is done. One
+/// pointer in the connection's state.
 #[derive(Clone)]
-struct PeerService(Arc<(Router, SocketAddr)>);
+struct PeerService(Arc<Peer>);
+
+struct Peer {
+    router: Router,
+    address: SocketAddr,
+    activity: Arc<Activity>,
+}
 
 impl hyper::service::Service<http::Request<Incoming>> for PeerService {
-    type Response = axum::response::Response;
+    type Response = http::Response<Counted<axum::body::Body>>;
     type Error = Infallible;
-    type Future = axum::routing::future::RouteFuture<Infallible>;
+    type Future = Answer;
 
     fn call(&self, request: http::Request<Incoming>) -> Self::Future {
-        let (router, peer) = &*self.0;
+        let peer = &*self.0;
         let mut request = request.map(axum::body::Body::new);
-        request.extensions_mut().insert(ConnectInfo(*peer));
-        // A `Router` is always ready.
-        router.clone().call(request)
+        request.extensions_mut().insert(ConnectInfo(peer.address));
+        Answer {
+            // A `Router` is always ready.
+            future: peer.router.clone().call(request),
+            in_flight: Some(peer.activity.begin()),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The router's answer, its body counted in flight.
+    struct Answer {
+        #[pin]
+        future: axum::routing::future::RouteFuture<Infallible>,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl Future for Answer {
+    type Output = Result<http::Response<Counted<axum::body::Body>>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.future.poll(cx))?;
+        let in_flight = this.in_flight.take();
+        Poll::Ready(Ok(response.map(|body| Counted {
+            body,
+            _in_flight: in_flight,
+        })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body: its request is in flight until it is dropped.
+    struct Counted<B> {
+        #[pin]
+        body: B,
+        _in_flight: Option<InFlight>,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for Counted<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    #[inline]
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    #[inline]
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    #[inline]
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
