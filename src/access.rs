@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use quick_cache::sync::Cache;
 use quick_cache::{Equivalent, OptionsBuilder, Weighter};
 
-use crate::Principal;
+use crate::hooks::Principal;
 
 /// Most decisions kept at once.
 pub(crate) const MAX_DECISIONS: usize = 65_536;

@@ -173,7 +173,7 @@ impl Decisions {
     /// The decision on `caller` reading `uri` that holds at `now`, if kept.
     pub fn get(
         &self,
-        caller: Option<&crate::Principal>,
+        caller: Option<&crate::hooks::Principal>,
         uri: &str,
         now: std::time::Instant,
     ) -> Option<bool> {
@@ -185,7 +185,7 @@ impl Decisions {
     /// Keeps that `caller` may (or may not) read `uri`, decided at `now`.
     pub fn put(
         &self,
-        caller: Option<&crate::Principal>,
+        caller: Option<&crate::hooks::Principal>,
         uri: &str,
         readable: bool,
         now: std::time::Instant,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-use crate::Era;
+use crate::advertise::Era;
 
 /// The future a batch hook returns: one boxed future per batch.
 pub type HookFuture = Pin<Box<dyn Future<Output = Vec<bool>> + Send + 'static>>;

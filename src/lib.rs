@@ -130,15 +130,18 @@ mod sync;
 mod testing;
 
 pub use self::advertise::Era;
-pub use self::capabilities::{Capabilities, CapabilitiesLayer};
-pub use self::edge::{Edge, EdgeLayer};
+pub use self::capabilities::layer::CapabilitiesLayer;
+pub use self::capabilities::service::Capabilities;
+pub use self::edge::layer::EdgeLayer;
+pub use self::edge::service::Edge;
 pub use self::filter::{honour, HonouredFilter, Kind, Kinds, ListChanged, ListenError, Topic};
 pub use self::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, HookFuture, Principal, PrincipalLookup,
     ResourceAccess, SubscriptionHook, TaskDirectory,
 };
-pub use self::http::RequestBody;
-pub use self::listen_filter::{ListenFilter, ListenFilterLayer};
+pub use self::http::body::RequestBody;
+pub use self::listen_filter::layer::ListenFilterLayer;
+pub use self::listen_filter::service::ListenFilter;
 pub use self::profile::{BuildError, Limits, ServerProfile, ServerProfileBuilder, UnreadableUris};
 pub use self::rejection::Rejection;
 

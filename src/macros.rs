@@ -89,7 +89,7 @@ macro_rules! response_future {
             $(#[$attr])*
             pub struct $name<S, ReqBody, ResBody>
             where
-                S: tower_service::Service<http::Request<$crate::RequestBody<ReqBody>>>,
+                S: tower_service::Service<http::Request<$crate::http::body::RequestBody<ReqBody>>>,
                 ReqBody: http_body::Body,
                 ResBody: http_body::Body,
             {
@@ -100,7 +100,7 @@ macro_rules! response_future {
 
         impl<S, ReqBody, ResBody> $name<S, ReqBody, ResBody>
         where
-            S: tower_service::Service<http::Request<$crate::RequestBody<ReqBody>>>,
+            S: tower_service::Service<http::Request<$crate::http::body::RequestBody<ReqBody>>>,
             ReqBody: http_body::Body,
             ResBody: http_body::Body,
         {
@@ -114,7 +114,7 @@ macro_rules! response_future {
         impl<S, ReqBody, ResBody> std::future::Future for $name<S, ReqBody, ResBody>
         where
             S: tower_service::Service<
-                http::Request<$crate::RequestBody<ReqBody>>,
+                http::Request<$crate::http::body::RequestBody<ReqBody>>,
                 Response = http::Response<ResBody>,
             >,
             ReqBody: http_body::Body,

@@ -15,7 +15,6 @@ use ::metrics::{counter, histogram};
 
 use crate::codec::scan::Method;
 use crate::hooks::HookFuture;
-use crate::rejection::Rejection;
 
 /// Why the layer put an error in the place of the inner service's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +49,24 @@ pub(crate) enum Dropped {
     Bus,
     /// The capabilities rewrite: a second answer, or one to another request.
     Capabilities,
+}
+
+/// Why a layer answered a request itself: the label of each rejection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    HeaderMismatch,
+    Parse,
+    InvalidRequest,
+    BodyTooLarge,
+    BodyUnreadable,
+    Encoded,
+    InvalidListen,
+    MissingTasksCapability,
+    UnreadableResource,
+    InvalidParams,
+    ResourceNotFound,
+    SubscriptionRefused,
+    MethodRemoved,
 }
 
 /// Why a message heard on the bus was dropped.
@@ -100,55 +117,54 @@ pub(crate) fn intercepted(method: Method) {
     let _ = method;
 }
 
-/// A layer answered a request itself, for `rejection`.
+/// A layer answered a request itself, for `reason`.
 #[inline]
-pub(crate) fn refused(rejection: &Rejection) {
+pub(crate) fn refused(reason: Refusal) {
     #[cfg(feature = "metrics")]
     {
-        use crate::filter::ListenError;
-        match rejection {
-            Rejection::HeaderMismatch => {
+        match reason {
+            Refusal::HeaderMismatch => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "header_mismatch")
             }
-            Rejection::Parse => counter!("mcp_edge_requests_refused_total", "reason" => "parse"),
-            Rejection::InvalidRequest(_) => {
+            Refusal::Parse => counter!("mcp_edge_requests_refused_total", "reason" => "parse"),
+            Refusal::InvalidRequest => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "invalid_request")
             }
-            Rejection::BodyTooLarge { .. } => {
+            Refusal::BodyTooLarge => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "body_too_large")
             }
-            Rejection::BodyUnreadable => {
+            Refusal::BodyUnreadable => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "body_unreadable")
             }
-            Rejection::Encoded => {
+            Refusal::Encoded => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "encoded")
             }
-            Rejection::Listen(ListenError::InvalidParams(_)) => {
+            Refusal::InvalidListen => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "invalid_listen")
             }
-            Rejection::Listen(ListenError::MissingTasksCapability) => {
+            Refusal::MissingTasksCapability => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "missing_tasks_capability")
             }
-            Rejection::Listen(ListenError::UnreadableResource) => {
+            Refusal::UnreadableResource => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "unreadable_resource")
             }
-            Rejection::InvalidParams(_) => {
+            Refusal::InvalidParams => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "invalid_params")
             }
-            Rejection::ResourceNotFound => {
+            Refusal::ResourceNotFound => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "resource_not_found")
             }
-            Rejection::SubscriptionRefused => {
+            Refusal::SubscriptionRefused => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "subscription_refused")
             }
-            Rejection::MethodRemoved => {
+            Refusal::MethodRemoved => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "method_removed")
             }
         }
         .increment(1);
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = rejection;
+    let _ = reason;
 }
 
 /// A layer replaced an answer by an error, for `reason`.

@@ -13,7 +13,6 @@ use crate::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, Principal, PrincipalLookup, ResourceAccess,
     SubscriptionHook, TaskDirectory,
 };
-use crate::http::peek::PeekLimits;
 
 /// What the server offers, built once and shared by both layers.
 ///
@@ -93,14 +92,6 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// How far the layers' peek reads a request body.
-    pub(crate) fn peek(&self) -> PeekLimits {
-        PeekLimits {
-            method: self.max_peek,
-            listen: self.max_listen_body,
-        }
-    }
-
     /// The default limits.
     pub const fn new() -> Self {
         Self {

@@ -11,6 +11,7 @@ use crate::jsonrpc::{
     JsonRpcError, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
     RESOURCE_NOT_FOUND,
 };
+use crate::metrics::Refusal;
 
 /// Why a layer answered a request itself instead of calling the inner service.
 ///
@@ -53,6 +54,25 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// The label this rejection is counted under.
+    pub(crate) fn counted(&self) -> Refusal {
+        match self {
+            Self::HeaderMismatch => Refusal::HeaderMismatch,
+            Self::Parse => Refusal::Parse,
+            Self::InvalidRequest(_) => Refusal::InvalidRequest,
+            Self::BodyTooLarge { .. } => Refusal::BodyTooLarge,
+            Self::BodyUnreadable => Refusal::BodyUnreadable,
+            Self::Encoded => Refusal::Encoded,
+            Self::Listen(ListenError::InvalidParams(_)) => Refusal::InvalidListen,
+            Self::Listen(ListenError::MissingTasksCapability) => Refusal::MissingTasksCapability,
+            Self::Listen(ListenError::UnreadableResource) => Refusal::UnreadableResource,
+            Self::InvalidParams(_) => Refusal::InvalidParams,
+            Self::ResourceNotFound => Refusal::ResourceNotFound,
+            Self::SubscriptionRefused => Refusal::SubscriptionRefused,
+            Self::MethodRemoved => Refusal::MethodRemoved,
+        }
+    }
+
     /// The JSON-RPC error this rejection is answered with, and its status.
     pub fn to_jsonrpc(&self) -> JsonRpcError {
         match self {

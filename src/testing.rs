@@ -2,7 +2,7 @@
 
 use http::{header, Request};
 
-use crate::Principal;
+use crate::hooks::Principal;
 
 /// The auth layer in front: a bearer token names the principal
 /// (`alice-token` alice, `bob-token` bob; anything else, nobody).

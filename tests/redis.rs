@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_edge::hub::{Channel, ListChanged};
+use mcp_edge::hub::Channel;
+use mcp_edge::ListChanged;
 use mcp_edge::Principal;
 use serde_json::json;
 

@@ -88,7 +88,8 @@ async fn honoured_listen_is_logged_without_uris() {
 /// behind; never a URI or a task id at info level.
 async fn hub_streams(log: &Log) {
     use http_body_util::BodyExt;
-    use mcp_edge::hub::{ListChanged, ListenHub};
+    use mcp_edge::hub::ListenHub;
+    use mcp_edge::ListChanged;
     use tower::Service;
 
     let profile = ServerProfile::builder()

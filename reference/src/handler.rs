@@ -11,7 +11,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use mcp_edge::hub::{Change, ListChanged, ListenHub, Watch};
+use mcp_edge::hub::{Change, ListenHub, Watch};
+use mcp_edge::ListChanged;
 use mcp_edge::{Principal, Topic};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::InputResponses;

@@ -1,5 +1,5 @@
+use super::layer::CapabilitiesLayer;
 use crate::macros::response_body;
-use crate::CapabilitiesLayer;
 
 response_body! {
     /// Response body of [`Capabilities`](super::Capabilities).

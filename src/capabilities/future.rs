@@ -1,4 +1,5 @@
-use super::{CapabilitiesLayer, ResponseBody};
+use super::body::ResponseBody;
+use super::layer::CapabilitiesLayer;
 use crate::macros::response_future;
 
 response_future! {

@@ -1,10 +1,10 @@
 use tower_layer::Layer;
 
+use super::service::Capabilities;
 use super::service::INTEREST;
-use super::Capabilities;
 use crate::http::intercept::Settings;
 use crate::http::peek::Scan;
-use crate::ServerProfile;
+use crate::profile::ServerProfile;
 
 /// Layer that applies [`Capabilities`], which fills in the `capabilities` of
 /// `initialize` and `server/discover` results from a [`ServerProfile`].
@@ -19,7 +19,11 @@ impl CapabilitiesLayer {
     /// Creates a layer that advertises what `profile` offers.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            settings: Settings::new(INTEREST, profile.limits().peek()),
+            settings: Settings::new(
+                INTEREST,
+                profile.limits().max_peek,
+                profile.limits().max_listen_body,
+            ),
             profile,
         }
     }

@@ -107,14 +107,12 @@
 
 mod body;
 mod future;
-mod layer;
+pub(crate) mod layer;
 mod rewrite;
-mod service;
+pub(crate) mod service;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
-pub use self::layer::CapabilitiesLayer;
-pub use self::service::Capabilities;
 
 #[cfg(test)]
 mod tests;

@@ -12,10 +12,11 @@ use crate::codec::json::{self, Found};
 use serde_json::value::RawValue;
 
 use crate::codec::sse::{self, Event};
+use crate::hooks::Principal;
 use crate::http::event_stream::EventRule;
-use crate::http::intercept::{replaced, AnswerRule, Rewritten};
+use crate::http::intercept::{replace_answer, AnswerRule, Rewritten};
 use crate::metrics::{self, Dropped, Replaced};
-use crate::{Principal, ServerProfile};
+use crate::profile::ServerProfile;
 
 /// What a response to an intercepted request is rewritten with.
 pub(crate) struct Target {
@@ -116,9 +117,9 @@ impl ResultRewrite {
     }
 
     /// The error event in the answer's place, for `reason`.
-    fn replaced(&self, kind: Replaced, reason: &'static str) -> Bytes {
+    fn replace_answer(&self, kind: Replaced, reason: &'static str) -> Bytes {
         let id = RawValue::from_string(self.target.id().to_owned()).ok();
-        let data = replaced(kind, reason).to_body(id.as_deref());
+        let data = replace_answer(kind, reason).to_body(id.as_deref());
         let data = String::from_utf8_lossy(&data);
         sse::EventFields {
             data: &data,
@@ -152,7 +153,7 @@ impl EventRule for ResultRewrite {
             }
             Err(Skip::Error) => self.answer(event.raw, out),
             Err(Skip::Broken(reason)) => {
-                let replaced = self.replaced(Replaced::Malformed, reason);
+                let replaced = self.replace_answer(Replaced::Malformed, reason);
                 self.answer(replaced, out);
             }
         }
@@ -161,7 +162,8 @@ impl EventRule for ResultRewrite {
     fn on_unterminated(&mut self, _: Bytes, out: &mut VecDeque<Bytes>) {
         // The SSE rules discard it; a client that does not could read it as the answer.
         if !self.answered {
-            let replaced = self.replaced(Replaced::Truncated, "the stream ended inside an event");
+            let replaced =
+                self.replace_answer(Replaced::Truncated, "the stream ended inside an event");
             self.answer(replaced, out);
         }
     }

@@ -7,14 +7,19 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
+use super::body::ResponseBody;
+use super::future::ResponseFuture;
+use super::layer::CapabilitiesLayer;
 use super::rewrite::Target;
-use super::{CapabilitiesLayer, ResponseBody, ResponseFuture};
+use crate::advertise::Era;
 use crate::codec::scan::Method;
+use crate::http::body::RequestBody;
 use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::event_stream::Unscreened;
 use crate::http::intercept::{self, Decision, Later, Rules, Settings, Take};
 use crate::http::peek::Peek;
-use crate::{Era, Rejection, RequestBody, ServerProfile};
+use crate::profile::ServerProfile;
+use crate::rejection::Rejection;
 
 /// Middleware that fills in the `capabilities` of every `initialize`
 /// (legacy era) and `server/discover` (modern era) result from a
@@ -165,6 +170,13 @@ impl Rules for CapabilitiesLayer {
 
     fn screen(&self, _: &Parts) -> Option<Unscreened> {
         None
+    }
+
+    fn in_batch(&self, method: Method) -> &'static str {
+        match method {
+            Method::Initialize => "a batch must not contain an `initialize` request",
+            _ => "a batch must not contain a `server/discover` request",
+        }
     }
 }
 

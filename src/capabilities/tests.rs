@@ -14,9 +14,14 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Map, Value};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-use super::ResponseBody;
-use super::{Capabilities, CapabilitiesLayer};
-use crate::{Era, Principal, Rejection, RequestBody, ServerProfile};
+use super::body::ResponseBody;
+use super::layer::CapabilitiesLayer;
+use super::service::Capabilities;
+use crate::advertise::Era;
+use crate::hooks::Principal;
+use crate::http::body::RequestBody;
+use crate::profile::ServerProfile;
+use crate::rejection::Rejection;
 
 // ---------------------------------------------------------------------------
 // Helpers

@@ -1,5 +1,6 @@
+use crate::capabilities::layer::CapabilitiesLayer;
+use crate::listen_filter::layer::ListenFilterLayer;
 use crate::macros::response_body;
-use crate::{CapabilitiesLayer, ListenFilterLayer};
 
 response_body! {
     /// Response body of [`Edge`](super::Edge).

@@ -1,6 +1,7 @@
-use super::ResponseBody;
+use super::body::ResponseBody;
+use crate::capabilities::layer::CapabilitiesLayer;
+use crate::listen_filter::layer::ListenFilterLayer;
 use crate::macros::response_future;
-use crate::{CapabilitiesLayer, ListenFilterLayer};
 
 response_future! {
     /// Response future for [`Edge`](super::Edge).

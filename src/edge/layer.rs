@@ -1,7 +1,9 @@
 use tower_layer::Layer;
 
-use super::Edge;
-use crate::{CapabilitiesLayer, ListenFilterLayer, ServerProfile};
+use super::service::Edge;
+use crate::capabilities::layer::CapabilitiesLayer;
+use crate::listen_filter::layer::ListenFilterLayer;
+use crate::profile::ServerProfile;
 
 /// Layer that applies [`Edge`], which keeps the promises of
 /// [`CapabilitiesLayer`] and [`ListenFilterLayer`] with one read of each

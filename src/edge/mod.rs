@@ -54,12 +54,10 @@
 
 mod body;
 mod future;
-mod layer;
-mod service;
+pub(crate) mod layer;
+pub(crate) mod service;
 #[cfg(test)]
 mod tests;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
-pub use self::layer::EdgeLayer;
-pub use self::service::Edge;

@@ -4,10 +4,12 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::{EdgeLayer, ResponseBody, ResponseFuture};
+use super::body::ResponseBody;
+use super::future::ResponseFuture;
+use super::layer::EdgeLayer;
+use crate::http::body::RequestBody;
 use crate::http::intercept;
-use crate::RequestBody;
-use crate::ServerProfile;
+use crate::profile::ServerProfile;
 
 /// Middleware that keeps both promises, those of
 /// [`Capabilities`](crate::Capabilities) and

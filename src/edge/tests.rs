@@ -11,9 +11,12 @@ use http_body_util::{BodyExt, StreamBody};
 use serde_json::Value;
 use tower::{Layer, Service, ServiceExt};
 
-use super::EdgeLayer;
+use super::layer::EdgeLayer;
+use crate::capabilities::layer::CapabilitiesLayer;
+use crate::http::body::RequestBody;
 use crate::http::peek::tally;
-use crate::{CapabilitiesLayer, ListenFilterLayer, RequestBody, ServerProfile};
+use crate::listen_filter::layer::ListenFilterLayer;
+use crate::profile::ServerProfile;
 
 fn profile() -> ServerProfile {
     ServerProfile::builder()

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::filter::ListChanged;
 use crate::hooks::TaskDirectory;
 use crate::profile::ServerProfileBuilder;
-use crate::ListChanged;
 
 const PUBLIC: &str = "demo://public/readme";
 const ALICE: &str = "demo://users/alice/notes";

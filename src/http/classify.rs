@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::codec::json;
 use crate::codec::scan::{Method, Outcome};
-use crate::Rejection;
+use crate::rejection::Rejection;
 
 /// The `Mcp-Method` header of the 2026-07-28 HTTP transport.
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");

@@ -15,5 +15,3 @@ pub(crate) mod ready;
 pub(crate) mod reply;
 pub(crate) mod rewind;
 mod watch;
-
-pub use self::body::RequestBody;

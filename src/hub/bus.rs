@@ -7,90 +7,12 @@
 //! instance subscribes to a channel once, however many local streams hear
 //! it.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 
-use serde_json::{Map, Value};
-
-use super::{ListChanged, Shared};
-use crate::filter::stream::coverers;
-use crate::Principal;
-
-/// What a stream listens on, as a bus names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Channel<'a> {
-    /// Updates of this honoured URI, and of every URI it covers.
-    Resource(&'a str),
-    /// A list change.
-    List(ListChanged),
-    /// The status of a task of its owner.
-    Task {
-        /// The task's owner.
-        owner: &'a Principal,
-        /// The task id.
-        id: &'a str,
-    },
-}
-
-impl<'a> Channel<'a> {
-    /// The channel a stream registered under `topic` listens on.
-    pub fn of(topic: &'a crate::Topic) -> Self {
-        use crate::Topic;
-        match topic {
-            Topic::List(list) => Channel::List(*list),
-            Topic::Resource(uri) => Channel::Resource(uri),
-            Topic::Task { owner, id } => Channel::Task { owner, id },
-        }
-    }
-}
-
-/// The channels a stream that hears `topics` is registered under: every
-/// topic, except a URI that another of its URIs covers. So a resource
-/// update finds each stream once, through the broadest of its URIs that
-/// covers the update's: of two URIs that both cover a third, the shorter
-/// covers the longer.
-pub(super) fn heard(topics: &[crate::Topic]) -> impl Iterator<Item = Channel<'_>> {
-    let uris: HashSet<&str> = topics
-        .iter()
-        .filter_map(|topic| match topic {
-            crate::Topic::Resource(uri) => Some(uri.as_str()),
-            _ => None,
-        })
-        .collect();
-    topics
-        .iter()
-        .filter(move |topic| match topic {
-            crate::Topic::Resource(uri) if uris.len() > 1 => {
-                !coverers(uri).any(|coverer| coverer.len() < uri.len() && uris.contains(coverer))
-            }
-            _ => true,
-        })
-        .map(Channel::of)
-}
-
-/// A change published on one instance, for the streams of every other.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Change {
-    /// `notifications/resources/updated` for this URI.
-    ResourceUpdated {
-        /// The URI that changed.
-        uri: String,
-    },
-    /// A list changed.
-    ListChanged(ListChanged),
-    /// `notifications/tasks` for a task of `owner`.
-    TaskStatus {
-        /// The task's owner.
-        owner: Principal,
-        /// The task id.
-        task_id: String,
-        /// The notification's `params` (its `taskId` is set to `task_id`).
-        params: Map<String, Value>,
-    },
-}
+use super::change::{Change, Channel};
 
 /// Why a change did not reach the other instances.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,17 +111,31 @@ impl Bus for LocalBus {
 /// bus outliving its hub delivers nothing.
 #[derive(Clone)]
 pub struct Inbox {
-    pub(super) shared: Weak<Shared>,
+    hub: Weak<dyn Deliver>,
+}
+
+/// The hub's delivery, as an inbox reaches it (`delivery` implements it
+/// for the hub's shared state, which holds the bus: the bus knows the
+/// delivery only through this).
+pub(super) trait Deliver: Send + Sync {
+    /// Delivers `change` to this instance's streams; how many it was
+    /// queued on.
+    fn deliver(&self, change: Change) -> Pin<Box<dyn Future<Output = usize> + Send + '_>>;
 }
 
 impl Inbox {
+    /// The inbox of the hub `hub`.
+    pub(super) fn new(hub: Weak<dyn Deliver>) -> Self {
+        Self { hub }
+    }
+
     /// Delivers `change` to this instance's streams; how many it was
     /// queued on.
     pub async fn deliver(&self, change: Change) -> usize {
-        let Some(shared) = self.shared.upgrade() else {
+        let Some(hub) = self.hub.upgrade() else {
             return 0;
         };
-        super::delivery::deliver(&shared, &change).await
+        hub.deliver(change).await
     }
 }
 

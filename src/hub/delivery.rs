@@ -4,14 +4,18 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Instant;
 
-use super::stream::{Item, Pushed};
-use super::{Change, Shared};
+use super::bus::Deliver;
+use super::change::Change;
+use super::queue::{Item, Pushed};
+use super::shared::Shared;
 use crate::access::Decisions;
+use crate::hooks::Principal;
 use crate::metrics::{self, Dropped};
 use crate::sync::lock;
-use crate::Principal;
 
 /// Delivers `change` to this instance's streams; how many it was queued on.
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
@@ -25,6 +29,13 @@ pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
                 None => return 0,
             },
         }
+    }
+}
+
+/// An inbox's delivery: the change of another instance, delivered here.
+impl Deliver for Shared {
+    fn deliver(&self, change: Change) -> Pin<Box<dyn Future<Output = usize> + Send + '_>> {
+        Box::pin(async move { deliver(self, &change).await })
     }
 }
 
@@ -116,7 +127,7 @@ fn counted(shared: &Shared, queued: usize, unheard: usize, lagged: usize) {
 /// [`ResourceAccess`](crate::ResourceAccess) hook: those that may read its
 /// URI now.
 struct Readers<'a> {
-    access: &'a dyn crate::ResourceAccess,
+    access: &'a dyn crate::hooks::ResourceAccess,
     decisions: &'a Decisions,
     uri: &'a str,
     now: Instant,

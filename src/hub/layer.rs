@@ -14,14 +14,14 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use super::registry::{Admission, Opener};
+use super::shared::Shared;
 use super::stream::ListenStream;
-use super::Shared;
 use crate::filter::stream::Served;
+use crate::filter::HonouredFilter;
 use crate::http::once::Once;
 use crate::http::rewind::poll_bytes;
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
 use crate::metrics;
-use crate::HonouredFilter;
 
 /// How long a client refused for a cap is asked to wait (`Retry-After`).
 const RETRY_AFTER_SECS: &str = "5";
@@ -103,7 +103,7 @@ where
         let opener = Opener::Stream {
             filter: &filter,
             bucket,
-            config: &self.shared.config,
+            caps: self.shared.config.caps,
         };
         let admission = self.shared.registry().open(opener, &*self.shared.bus);
         let response = match admission {

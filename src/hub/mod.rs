@@ -48,36 +48,42 @@
 //! with a URI or a task id at info level.
 
 mod bus;
+mod change;
 mod delivery;
 mod layer;
+mod queue;
 #[cfg(feature = "redis")]
 mod redis;
 mod registry;
+mod shared;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use http::request::Parts;
 use serde_json::{Map, Value};
 
-pub use self::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox, LocalBus};
+pub use self::bus::{Bus, BusError, BusFuture, BusReady, Inbox, LocalBus};
+pub use self::change::{Change, Channel};
 pub use self::layer::{ListenHubLayer, ListenHubService, ResponseBody, ResponseFuture};
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use self::redis::{RedisBus, RedisBusError};
 pub use self::stream::Watch;
 
-use self::bus::SharedBus;
+use self::bus::{Deliver, SharedBus};
 use self::delivery::deliver;
-use self::registry::{Admission, Opener, Registry};
-use self::stream::{End, Queue, Wakers};
+use self::queue::{End, Queue, Wakers};
+use self::registry::{Admission, Caps, Opener, Registry};
+use self::shared::{AdmissionKey, Config, Shared};
+use crate::filter::{ListChanged, Topic};
+use crate::hooks::Principal;
 use crate::metrics::{self, Dropped};
-pub use crate::ListChanged;
-use crate::{Principal, ServerProfile, Topic};
+use crate::profile::ServerProfile;
 
 /// Default of [`ListenHubBuilder::keep_alive`].
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -114,45 +120,6 @@ pub struct ListenHub {
     shared: Arc<Shared>,
 }
 
-/// The admission bucket of a listen request (`None`: the shared one).
-type AdmissionKey = Box<dyn Fn(&Parts) -> Option<String> + Send + Sync>;
-
-/// What the hub's parts share.
-pub(crate) struct Shared {
-    profile: ServerProfile,
-    config: Config,
-    key: Option<AdmissionKey>,
-    registry: Mutex<Registry>,
-    /// The list of wakers a delivery fills, kept for the next one.
-    wakers: Mutex<Wakers>,
-    bus: SharedBus,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Config {
-    keep_alive: Duration,
-    backlog: usize,
-    max_streams: usize,
-    max_streams_per_caller: usize,
-}
-
-impl Shared {
-    fn registry(&self) -> MutexGuard<'_, Registry> {
-        crate::sync::lock(&self.registry)
-    }
-
-    /// The admission bucket of a request: its key, or its caller's name.
-    fn key(&self, parts: &Parts) -> Option<String> {
-        match &self.key {
-            Some(key) => key(parts),
-            None => self
-                .profile
-                .principal(parts)
-                .map(|caller| caller.as_str().to_owned()),
-        }
-    }
-}
-
 /// Builder for [`ListenHub`].
 pub struct ListenHubBuilder {
     profile: ServerProfile,
@@ -178,13 +145,13 @@ impl ListenHubBuilder {
 
     /// Most streams open at once (default 10 000).
     pub fn max_streams(mut self, streams: usize) -> Self {
-        self.config.max_streams = streams;
+        self.config.caps.streams = streams;
         self
     }
 
     /// Most streams open at once per caller (default 64).
     pub fn max_streams_per_caller(mut self, streams: usize) -> Self {
-        self.config.max_streams_per_caller = streams;
+        self.config.caps.per_caller = streams;
         self
     }
 
@@ -216,9 +183,8 @@ impl ListenHubBuilder {
             wakers: Mutex::default(),
             bus: self.bus,
         });
-        shared.bus.start(Inbox {
-            shared: Arc::downgrade(&shared),
-        });
+        let hub: Weak<dyn Deliver> = Arc::downgrade(&shared) as Weak<Shared>;
+        shared.bus.start(Inbox::new(hub));
         ListenHub { shared }
     }
 }
@@ -236,8 +202,10 @@ impl ListenHub {
             config: Config {
                 keep_alive: KEEP_ALIVE,
                 backlog: BACKLOG,
-                max_streams: MAX_STREAMS,
-                max_streams_per_caller: MAX_STREAMS_PER_CALLER,
+                caps: Caps {
+                    streams: MAX_STREAMS,
+                    per_caller: MAX_STREAMS_PER_CALLER,
+                },
             },
             key: None,
             bus: Arc::new(LocalBus),
@@ -389,5 +357,5 @@ pub fn fuzz_task_event(
         task_id: task_id.to_owned(),
         params,
     };
-    stream::event_of(&change, subscription_id).to_vec()
+    queue::event_of(&change, subscription_id).to_vec()
 }

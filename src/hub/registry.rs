@@ -3,21 +3,15 @@
 //! the registry's lock, deciding once per caller whether it may be heard.
 
 use std::collections::{hash_map, HashMap};
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::bus::{heard, Bus, Change, Channel};
-use super::stream::{End, Queue, Wakers};
-use super::Config;
+use super::bus::Bus;
+use super::change::{heard, Change, Channel};
+use super::queue::{End, Queue, StreamId, Wakers};
 use crate::filter::stream::coverers;
+use crate::filter::{HonouredFilter, Topic};
+use crate::hooks::Principal;
 use crate::metrics::Limit;
-use crate::{HonouredFilter, Principal, Topic};
-
-/// A stream's id in the registry. Never zero: a stream that holds
-/// `Option<StreamId>` holds no tag for it, so that the enums around the
-/// stream keep theirs in a niche of the stream's first cache line (see
-/// [`ListenStream`](super::stream::ListenStream)).
-pub(super) type StreamId = NonZeroU64;
 
 /// The streams under one topic, by caller (a delivery decides once per
 /// caller), then by id.
@@ -152,13 +146,20 @@ pub(super) enum Opener<'a> {
     Stream {
         filter: &'a HonouredFilter,
         bucket: Bucket,
-        config: &'a Config,
+        caps: Caps,
     },
     /// A watch of a server's own: no cap.
     Watch {
         topics: Vec<Topic>,
         caller: Option<Principal>,
     },
+}
+
+/// Most streams open at once: in all, and per admission bucket.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Caps {
+    pub(super) streams: usize,
+    pub(super) per_caller: usize,
 }
 
 /// What becomes of a listen the hub is asked to serve.
@@ -219,19 +220,19 @@ impl Registry {
             Opener::Stream {
                 filter,
                 bucket,
-                config,
+                caps,
             } => {
-                if self.len() >= config.max_streams {
+                if self.len() >= caps.streams {
                     return Admission::Full {
                         cap: Cap::Streams,
-                        max: config.max_streams,
+                        max: caps.streams,
                     };
                 }
                 let open = self.buckets.get(&bucket).copied().unwrap_or(0);
-                if open >= config.max_streams_per_caller {
+                if open >= caps.per_caller {
                     return Admission::Full {
                         cap: Cap::StreamsPerCaller,
-                        max: config.max_streams_per_caller,
+                        max: caps.per_caller,
                     };
                 }
                 let caller = filter.principal().cloned();

@@ -13,8 +13,11 @@ use serde_json::{json, Value};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 use super::{ListChanged, ListenHub, ListenHubBuilder};
+use crate::hooks::Principal;
+use crate::http::body::RequestBody;
+use crate::listen_filter::layer::ListenFilterLayer;
+use crate::profile::ServerProfile;
 use crate::testing::authenticate;
-use crate::{ListenFilterLayer, Principal, RequestBody, ServerProfile};
 
 const PUBLIC: &str = "demo://public";
 const README: &str = "demo://public/readme";
@@ -683,9 +686,9 @@ async fn a_watch_hears_what_a_stream_of_its_caller_would() {
     let mut watch = stack.hub.watch(
         alice.clone(),
         [
-            crate::Topic::Resource(PUBLIC.into()),
-            crate::Topic::Resource(BOB_NOTES.into()),
-            crate::Topic::List(ListChanged::Tools),
+            crate::filter::Topic::Resource(PUBLIC.into()),
+            crate::filter::Topic::Resource(BOB_NOTES.into()),
+            crate::filter::Topic::List(ListChanged::Tools),
         ],
     );
     assert_eq!(stack.hub.open_streams(), 0, "a watch is not a stream");
@@ -714,7 +717,7 @@ async fn a_watch_hears_what_a_stream_of_its_caller_would() {
 async fn a_very_long_uri_is_heard() {
     let stack = Stack::new(|b| b);
     let long = format!("{PUBLIC}/{}", "x".repeat(5000));
-    let topics = [crate::Topic::Resource(long.clone())];
+    let topics = [crate::filter::Topic::Resource(long.clone())];
     let _watch = stack.hub.watch(Some(Principal::new("alice")), topics);
     let publisher = stack.hub.publisher();
     assert_eq!(publisher.resource_updated(&long).await.streams, 1);
@@ -748,7 +751,7 @@ async fn a_decision_holds_for_the_whole_delivery() {
         .build()
         .unwrap();
     let hub = ListenHub::new(profile.clone());
-    let topics = || [crate::Topic::Resource(PUBLIC.into())];
+    let topics = || [crate::filter::Topic::Resource(PUBLIC.into())];
     let alice_name = Principal::new("alice");
     let mut alice = hub.watch(Some(alice_name.clone()), topics());
     let publisher = hub.publisher();
@@ -779,7 +782,7 @@ async fn a_decision_holds_for_the_whole_delivery() {
 #[tokio::test]
 async fn a_full_cache_keeps_the_decisions_in_use() {
     let stack = Stack::new(|b| b);
-    let topics = || [crate::Topic::Resource(PUBLIC.into())];
+    let topics = || [crate::filter::Topic::Resource(PUBLIC.into())];
     let mut streams: Vec<_> = (0..10)
         .map(|i| Principal::new(format!("hot-{i}")))
         .map(|caller| stack.hub.watch(Some(caller), topics()))
@@ -829,7 +832,7 @@ impl std::task::Wake for Probe {
 async fn streams_are_woken_after_the_registry_lock_is_released() {
     use std::task::{Context, Poll, Waker};
     let hub = ListenHub::new(ServerProfile::builder().build().unwrap());
-    let mut watch = hub.watch(None, [crate::Topic::List(ListChanged::Tools)]);
+    let mut watch = hub.watch(None, [crate::filter::Topic::List(ListChanged::Tools)]);
     let probe = Arc::new(Probe {
         shared: hub.shared.clone(),
         woken: Mutex::new(Vec::new()),
@@ -963,7 +966,7 @@ async fn a_marked_response_with_another_hub_stream_is_guarded() {
     parts.extensions.insert(Principal::new("bob"));
     let raw = |text: String| serde_json::value::RawValue::from_string(text).unwrap();
     let params = raw(json!({"notifications": {"resourceSubscriptions": [BOB_NOTES]}}).to_string());
-    let filter = crate::honour(&stack.profile, &parts, &raw("1".into()), Some(&params))
+    let filter = crate::filter::honour(&stack.profile, &parts, &raw("1".into()), Some(&params))
         .await
         .unwrap();
     let mut request = Request::new(());

@@ -1,5 +1,5 @@
+use super::layer::ListenFilterLayer;
 use crate::macros::response_body;
-use crate::ListenFilterLayer;
 
 response_body! {
     /// Response body of [`ListenFilter`](super::ListenFilter).

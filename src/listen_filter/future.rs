@@ -1,4 +1,5 @@
-use super::{ListenFilterLayer, ResponseBody};
+use super::body::ResponseBody;
+use super::layer::ListenFilterLayer;
 use crate::macros::response_future;
 
 response_future! {

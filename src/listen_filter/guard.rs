@@ -580,26 +580,33 @@ mod tests {
     }
 
     fn filter(notifications: &str) -> HonouredFilter {
-        let profile = crate::ServerProfile::builder()
-            .resource_access(|_: Option<&crate::Principal>, uris: &[&str]| {
+        let profile = crate::profile::ServerProfile::builder()
+            .resource_access(|_: Option<&crate::hooks::Principal>, uris: &[&str]| {
                 std::future::ready(vec![true; uris.len()])
             })
             .subscription_hook(|uris: &[&str]| std::future::ready(vec![true; uris.len()]))
-            .task_directory(|_: &crate::Principal, ids: &[&str]| {
+            .task_directory(|_: &crate::hooks::Principal, ids: &[&str]| {
                 std::future::ready(vec![true; ids.len()])
             })
             .tasks(true)
             .build()
             .unwrap();
         let (mut parts, ()) = http::Request::new(()).into_parts();
-        parts.extensions.insert(crate::Principal::new("alice"));
+        parts
+            .extensions
+            .insert(crate::hooks::Principal::new("alice"));
         let params = raw(&format!(
             r#"{{"notifications":{notifications},"_meta":{{"io.modelcontextprotocol/clientCapabilities":{{"extensions":{{"io.modelcontextprotocol/tasks":{{}}}}}}}}}}"#
         ));
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(crate::honour(&profile, &parts, &raw("7"), Some(&params)))
+            .block_on(crate::filter::honour(
+                &profile,
+                &parts,
+                &raw("7"),
+                Some(&params),
+            ))
             .unwrap()
     }
 
@@ -906,14 +913,14 @@ b"}}"#,
 
     #[test]
     fn the_listens_own_response_passes_without_an_ack() {
-        let profile = crate::ServerProfile::builder().build().unwrap();
+        let profile = crate::profile::ServerProfile::builder().build().unwrap();
         let (parts, ()) = http::Request::new(()).into_parts();
         let id = raw("7");
         let params = raw(r#"{"notifications":{"toolsListChanged":true}}"#);
         let filter = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(crate::honour(&profile, &parts, &id, Some(&params)))
+            .block_on(crate::filter::honour(&profile, &parts, &id, Some(&params)))
             .unwrap();
         let mut guard = Guard::new(filter);
         let mut parser = sse::Parser::new();

@@ -1,10 +1,10 @@
 use tower_layer::Layer;
 
+use super::service::ListenFilter;
 use super::service::INTEREST;
-use super::ListenFilter;
 use crate::http::intercept::Settings;
 use crate::http::peek::Scan;
-use crate::ServerProfile;
+use crate::profile::ServerProfile;
 
 /// Layer that applies [`ListenFilter`], which honours the `notifications`
 /// filter of every `subscriptions/listen` request for its caller.
@@ -21,7 +21,11 @@ impl ListenFilterLayer {
     /// Creates a layer that honours listen filters by `profile`.
     pub fn new(profile: ServerProfile) -> Self {
         Self {
-            settings: Settings::new(INTEREST, profile.limits().peek()),
+            settings: Settings::new(
+                INTEREST,
+                profile.limits().max_peek,
+                profile.limits().max_listen_body,
+            ),
             profile,
             guard_stream: true,
             check_updates: true,

@@ -126,15 +126,13 @@
 mod body;
 mod future;
 mod guard;
-mod layer;
+pub(crate) mod layer;
 mod request;
-mod service;
+pub(crate) mod service;
 mod updates;
 
 pub use self::body::ResponseBody;
 pub use self::future::ResponseFuture;
-pub use self::layer::ListenFilterLayer;
-pub use self::service::ListenFilter;
 
 #[cfg(test)]
 mod tests;
@@ -145,6 +143,6 @@ mod tests;
 /// the API.
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
-pub fn fuzz_guard(filter: &crate::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
+pub fn fuzz_guard(filter: &crate::filter::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
     crate::http::ready::ruled(chunks, guard::Guard::new(filter.clone()))
 }

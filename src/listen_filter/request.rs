@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use crate::codec::json::{self, Found, Walk};
 use crate::codec::scan::Method;
 use crate::http::intercept::Refusal;
-use crate::Rejection;
+use crate::rejection::Rejection;
 
 /// A `subscriptions/listen` or `resources/subscribe` request, borrowed from
 /// its body.

@@ -6,17 +6,22 @@ use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
+use super::body::ResponseBody;
+use super::future::ResponseFuture;
 use super::guard::ListenAnswer;
+use super::layer::ListenFilterLayer;
 use super::request::InterceptedRequest;
 use super::updates::Updates;
-use super::{ListenFilterLayer, ResponseBody, ResponseFuture};
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
+use crate::filter::HonouredFilter;
+use crate::http::body::RequestBody;
 use crate::http::classify::{Classified, Head, Interest, Shape};
 use crate::http::intercept::{self, Decision, Later, Refusal, Rules, Settings, Take};
 use crate::http::peek::Peek;
 use crate::metrics;
-use crate::{HonouredFilter, Rejection, RequestBody, ServerProfile};
+use crate::profile::ServerProfile;
+use crate::rejection::Rejection;
 
 /// Middleware that turns the `notifications` filter of every
 /// `subscriptions/listen` request into the honoured filter for its caller.
@@ -202,6 +207,13 @@ impl Rules for ListenFilterLayer {
     fn screen(&self, parts: &Parts) -> Option<Updates> {
         let checks = self.check_updates && self.profile.resource_access().is_some();
         checks.then(|| Updates::new(self.profile.clone(), self.profile.principal(parts)))
+    }
+
+    fn in_batch(&self, method: Method) -> &'static str {
+        match method {
+            Method::Subscribe => "a batch must not contain a `resources/subscribe` request",
+            _ => "a batch must not contain a listen request",
+        }
     }
 }
 

@@ -21,12 +21,16 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
-use super::{ListenFilter, ListenFilterLayer, ResponseBody, ResponseFuture};
+use super::body::ResponseBody;
+use super::future::ResponseFuture;
+use super::layer::ListenFilterLayer;
+use super::service::ListenFilter;
+use crate::filter::{HonouredFilter, Kind, ListChanged, ListenError, Topic};
+use crate::hooks::Principal;
+use crate::http::body::RequestBody;
+use crate::profile::{ServerProfile, ServerProfileBuilder, UnreadableUris};
+use crate::rejection::Rejection;
 use crate::testing::authenticate;
-use crate::{
-    HonouredFilter, Kind, ListChanged, ListenError, Principal, Rejection, RequestBody,
-    ServerProfile, ServerProfileBuilder, Topic, UnreadableUris,
-};
 
 // ---------------------------------------------------------------------------
 // The server: who may read what, which subscriptions it takes, who owns which task.

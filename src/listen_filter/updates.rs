@@ -17,9 +17,10 @@ use crate::access::{Decision, Decisions};
 use crate::codec::json::{self, Found};
 use crate::codec::sse::Event;
 use crate::filter::stream::resolves_elsewhere;
+use crate::hooks::Principal;
 use crate::http::event_stream::Screen;
 use crate::metrics::{self, Dropped};
-use crate::{Principal, ServerProfile};
+use crate::profile::ServerProfile;
 
 const UPDATED: &str = "notifications/resources/updated";
 

@@ -374,10 +374,10 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::bus::Change;
+    use crate::filter::ListChanged;
+    use crate::hub::change::Change;
     use crate::hub::redis::wire::{random_id, Message, MAX_FROM};
     use crate::hub::redis::{RedisBus, QUEUE};
-    use crate::hub::ListChanged;
 
     /// A flood of messages naming a long instance id: each is dropped and
     /// counted, nothing reaches the hub, and what the bus remembers of them

@@ -19,7 +19,8 @@ use tokio::sync::mpsc;
 use self::deployment::{Connection, Deployment};
 use self::link::Link;
 use self::wire::{channel_name, channels_of, Message};
-use super::bus::{Bus, BusError, BusFuture, BusReady, Change, Channel, Inbox};
+use super::bus::{Bus, BusError, BusFuture, BusReady, Inbox};
+use super::change::{Change, Channel};
 use crate::metrics::{self, BusDropped};
 use crate::sync::lock;
 

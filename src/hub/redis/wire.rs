@@ -7,9 +7,9 @@ use serde_json::{Map, Value};
 use crate::filter::stream::coverers;
 #[cfg(test)]
 use crate::filter::stream::covers;
-use crate::hub::bus::{Change, Channel};
-use crate::hub::ListChanged;
-use crate::Principal;
+use crate::filter::ListChanged;
+use crate::hooks::Principal;
+use crate::hub::change::{Change, Channel};
 
 /// The longest instance id a message may name.
 pub(super) const MAX_FROM: usize = 64;
