@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every callgrind row of BENCHMARKS.md §0 / §0.1 and §8b in one run: the
+# Every callgrind row of BENCHMARKS.md (§1–§5, §8, §14) in one run: the
 # instruction count (Ir) per request, event, delivered event or operation
 # of each row, counted as its section says. Needs valgrind.
 #
@@ -24,11 +24,11 @@
 # - pass-through (§1), capabilities rewrite (§2), listen honouring (§3):
 #   the inclusive Ir of the calls of `common::block_on` over their count,
 #   per request;
-# - stream guard (§4) and update screen (§4b): the same over the 10 000
+# - stream guard (§4) and update screen (§5): the same over the 10 000
 #   events of a request, per event;
 # - hub fan-out (§8): the inclusive Ir of the routine `Bencher::iter`
 #   calls over its calls and the 100 events of each, per delivered event;
-# - decision cache (§8b): the inclusive Ir of the cache's `get` or `put`
+# - decision cache (§14): the inclusive Ir of the cache's `get` or `put`
 #   that `Bencher::iter` calls over its calls, per operation.
 #
 # Exits non-zero when a bench is not built (a feature it requires is off)
@@ -127,7 +127,7 @@ for uris in 10 1000; do
   row listen "guard_${uris}_uris_10k_events/unguarded" block_on 10000 "stream guard unguarded, $uris URIs, Ir per event"
 done
 
-# §4b: the update screen, 10 000 events a request.
+# §5: the update screen, 10 000 events a request.
 for variant in bare unscreened screened; do
   row listen "screen_10k_events/$variant" block_on 10000 "update screen, $variant, Ir per event"
 done
@@ -138,7 +138,7 @@ row hub hub_fanout_100_of_10k/hub 'hub::main::[{][{]closure[}][}]' 100 \
 row hub hub_fanout_100_of_10k/hub_behind_listen_filter 'hub::main::[{][{]closure[}][}]' 100 \
   "hub fan-out behind ListenFilterLayer, Ir per delivered event"
 
-# §8b: the decision cache, one operation a call.
+# §14: the decision cache, one operation a call.
 for op in get_kept:"look-up of a kept decision" get_unknown:"look-up of a decision not kept" \
   put_kept:"a kept decision renewed" put_past_the_bound:"a one-off decision put past the bound"; do
   for cache in before quick_cache; do
