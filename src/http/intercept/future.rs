@@ -473,7 +473,11 @@ mod tests {
             (ok, "{}", true),
             (ok, " \n", false),
             (bad, "plain text", false),
-            (bad, r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#, false),
+            (
+                bad,
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#,
+                false,
+            ),
             (bad, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, true),
             (bad, r#"{"res\u0075lt":{}}"#, true),
             (bad, "a\0b", true),

@@ -204,7 +204,7 @@ mod tests {
         name: &'static str,
         interest: Interest,
         head: Result<(), Rejection>,
-        decision: fn(&'static str) -> Decision<Told>,
+        decision: Telling,
         screens: bool,
     }
 
@@ -298,6 +298,9 @@ mod tests {
         }
     }
 
+    /// How a layer decides, by its name.
+    type Telling = fn(&'static str) -> Decision<Told>;
+
     fn pass(_: &'static str) -> Decision<Told> {
         Decision::Pass
     }
@@ -321,7 +324,7 @@ mod tests {
         Decision::Refuse(Rejection::Encoded)
     }
 
-    fn layer(name: &'static str, decision: fn(&'static str) -> Decision<Told>) -> Told {
+    fn layer(name: &'static str, decision: Telling) -> Told {
         let interest = match name {
             "outer" => Interest::of(&[Method::Initialize, Method::Discover]),
             _ => Interest::of(&[Method::Listen, Method::Subscribe]),
@@ -364,11 +367,7 @@ mod tests {
     /// layer's first; a take or a whole read goes to the layer that asked.
     #[test]
     fn refusals_come_first_and_the_outer_layers_before_the_inner() {
-        let cases: [(
-            fn(&'static str) -> Decision<Told>,
-            fn(&'static str) -> Decision<Told>,
-            &str,
-        ); 9] = [
+        let cases: [(Telling, Telling, &str); 9] = [
             (pass, pass, "pass"),
             (take, pass, "take outer"),
             (pass, take, "take inner"),
