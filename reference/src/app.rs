@@ -156,10 +156,13 @@ pub fn build_on(
         hub = hub.bus(bus);
     }
     let hub = hub.build();
-    // rmcp advertises (and enforces, e.g. for tasks/*) the same modern
-    // capabilities the profile computes, so bare mode tells the same story.
+    // rmcp advertises (and enforces, e.g. for tasks/*) the capabilities
+    // the profile computes for each era, so bare mode advertises what it
+    // serves too.
     let capabilities: ServerCapabilities =
         serde_json::from_value(profile.capabilities(Era::Modern).clone().into())?;
+    let legacy_capabilities: ServerCapabilities =
+        serde_json::from_value(profile.capabilities(Era::Legacy).clone().into())?;
 
     // 2026-07-28 requests are stateless whatever this says; legacy-era
     // requests (`initialize`, then `Mcp-Session-Id`) get rmcp's sessions.
@@ -167,7 +170,8 @@ pub fn build_on(
         .with_legacy_session_mode(true)
         .with_sse_keep_alive(Some(KEEP_ALIVE));
     let rmcp_token = config.cancellation_token.clone();
-    let demo = Demo::new(store, hub.clone(), capabilities).checking_subscriptions(bare);
+    let demo = Demo::new(store, hub.clone(), capabilities, legacy_capabilities)
+        .checking_subscriptions(bare);
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(bounds.session_idle);
     let manager = Arc::new(manager);

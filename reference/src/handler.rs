@@ -19,11 +19,12 @@ use rmcp::handler::server::tool::InputResponses;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CacheScope, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
-    ContentBlock, GetTaskParams, GetTaskResult, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, ListResourcesResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
+    ContentBlock, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, InputRequest, InputRequests, InputRequiredResult, ListResourcesResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool, tool_handler, tool_router, ErrorData as McpError, RoleServer, ServerHandler};
@@ -56,7 +57,12 @@ pub fn listen_versions() -> impl Iterator<Item = &'static str> {
 pub struct Demo {
     store: Arc<Store>,
     hub: ListenHub,
+    /// What `server/discover` advertises: the profile's modern set.
     capabilities: ServerCapabilities,
+    /// What `initialize` advertises: the profile's legacy set, which
+    /// promises no `logging/setLevel` and no list changes (the legacy era
+    /// has no delivery for them here).
+    legacy_capabilities: ServerCapabilities,
     /// Whether `resources/subscribe` is checked here (`--bare`): with the
     /// mcp-edge layer, the edge checks it before the handler runs.
     checks_subscriptions: bool,
@@ -142,12 +148,19 @@ fn object(value: Value) -> Map<String, Value> {
 #[tool_router]
 impl Demo {
     /// A server over `store` that publishes its changes through `hub` and
-    /// advertises `capabilities` (the profile's modern set).
-    pub fn new(store: Arc<Store>, hub: ListenHub, capabilities: ServerCapabilities) -> Self {
+    /// advertises `capabilities` (the profile's modern set) to
+    /// `server/discover`, `legacy_capabilities` to `initialize`.
+    pub fn new(
+        store: Arc<Store>,
+        hub: ListenHub,
+        capabilities: ServerCapabilities,
+        legacy_capabilities: ServerCapabilities,
+    ) -> Self {
         Self {
             store,
             hub,
             capabilities,
+            legacy_capabilities,
             checks_subscriptions: true,
             legacy: Arc::default(),
             tool_router: Arc::new(Self::tool_router()),
@@ -391,6 +404,20 @@ impl ServerHandler for Demo {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    /// rmcp's own negotiation, advertising the legacy era's capabilities:
+    /// what this server serves there (behind the edge the layer writes the
+    /// same; bare, rmcp's answer is all a client sees).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        result.capabilities = self.legacy_capabilities.clone();
+        Ok(result)
     }
 
     async fn list_resources(
