@@ -10,7 +10,7 @@
 //! `#[cfg(test)] mod`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The layers: what the plumbing and the codecs must not know.
 const LAYERS: &[&str] = &["capabilities", "listen_filter", "edge", "hub"];
@@ -48,7 +48,7 @@ fn files() -> Vec<File> {
     out
 }
 
-fn module_of(src: &Path, path: &PathBuf) -> Vec<String> {
+fn module_of(src: &Path, path: &Path) -> Vec<String> {
     let relative = path.strip_prefix(src).unwrap().with_extension("");
     let mut module: Vec<String> = relative
         .components()
