@@ -256,7 +256,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     println!("listening on http://{local}/mcp{mode}");
     println!(
         "{}",
-        mcp_edge_reference::try_it(&format!("http://{local}/mcp"))
+        mcp_edge_reference::try_it(&format!("http://{local}/mcp"), args.bare)
     );
 
     let (signalled, on_signal) = tokio::sync::oneshot::channel();

@@ -32,8 +32,9 @@ pub mod serve;
 mod store;
 
 /// What the server prints beside its address: a copy-paste `curl` for a
-/// discovery and one for a listen as bob, against `url`.
-pub fn try_it(url: &str) -> String {
+/// discovery and one for a listen as bob, against `url`, and what the
+/// listen's acknowledgment holds there (`bare`: rmcp's, without the edge).
+pub fn try_it(url: &str, bare: bool) -> String {
     let headers = "-H 'Content-Type: application/json' \\
     -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28'";
     let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
@@ -42,6 +43,10 @@ pub fn try_it(url: &str) -> String {
     let listen = format!(
         r#"{{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{{{meta},"notifications":{{"resourceSubscriptions":["demo://users/alice/notes","demo://users/bob/notes"]}}}}}}"#
     );
+    let ack = match bare {
+        false => "bob's listen is acknowledged with his notes only",
+        true => "bare: rmcp acknowledges bob's listen with alice's notes too",
+    };
     format!(
         "try it (callers: 'Authorization: Bearer alice-token' or bob-token, or none):
   curl -s {url} {headers} \\
@@ -50,6 +55,6 @@ pub fn try_it(url: &str) -> String {
   curl -sN {url} -H 'Authorization: Bearer bob-token' {headers} \\
     -H 'Mcp-Method: subscriptions/listen' \\
     -d '{listen}'
-  (bob's listen is acknowledged with his notes only; docs/reference-deployment.md has more)"
+  ({ack}; docs/reference-deployment.md has more)"
     )
 }

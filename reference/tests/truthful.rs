@@ -46,7 +46,11 @@ async fn post(port: u16, session: Option<&str>, body: Value) -> (u16, Option<Str
     let message = rest
         .lines()
         .map(|line| line.strip_prefix("data: ").unwrap_or(line))
-        .find_map(|line| serde_json::from_str::<Value>(line).ok().filter(Value::is_object))
+        .find_map(|line| {
+            serde_json::from_str::<Value>(line)
+                .ok()
+                .filter(Value::is_object)
+        })
         .unwrap_or(Value::Null);
     (status, session, message)
 }
@@ -85,7 +89,10 @@ async fn advertises_only_what_it_serves(bare: bool) {
         calls.push(ask("resources/list", json!({})));
     }
     if capabilities["resources"]["subscribe"] == true {
-        calls.push(ask("resources/subscribe", json!({"uri": "demo://users/bob/notes"})));
+        calls.push(ask(
+            "resources/subscribe",
+            json!({"uri": "demo://users/bob/notes"}),
+        ));
     }
     if capabilities.get("prompts").is_some() {
         calls.push(ask("prompts/list", json!({})));
@@ -111,7 +118,10 @@ async fn advertises_only_what_it_serves(bare: bool) {
     }
     // The legacy era promises no list changes (nothing delivers them
     // there) and no `logging/setLevel` (not served).
-    assert_eq!(capabilities["tools"]["listChanged"], false, "{capabilities}");
+    assert_eq!(
+        capabilities["tools"]["listChanged"], false,
+        "{capabilities}"
+    );
     assert!(capabilities.get("logging").is_none(), "{capabilities}");
 
     app.hub.shutdown();
