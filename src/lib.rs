@@ -20,7 +20,8 @@
 //! that says what the server offers and who may read which resource:
 //!
 //! ```
-//! use mcp_edge::{EdgeLayer, Principal, ServerProfile};
+//! use http_body_util::BodyExt;
+//! use mcp_edge::{EdgeLayer, HonouredFilter, Principal, ServerProfile};
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -28,19 +29,37 @@
 //! let profile = ServerProfile::builder()
 //!     .base_capabilities(serde_json::json!({"tools": {}, "resources": {}}))
 //!     .resource_access(|caller: Option<&Principal>, uris: &[&str]| {
-//!         let signed_in = caller.is_some();
-//!         std::future::ready(uris.iter().map(|u| signed_in || u.starts_with("demo://public/")).collect())
+//!         let name = caller.map(|c| format!("demo://users/{}/", c.as_str()));
+//!         std::future::ready(uris.iter().map(|u| name.as_ref().is_some_and(|n| u.starts_with(n))).collect())
 //!     })
 //!     .build()?;
 //!
-//! // Auth and compression go outside; the edge sits next to the server.
-//! let server = service_fn(|_| async { Ok::<_, std::convert::Infallible>(http::Response::new(String::new())) });
+//! // The server: it advertises prompts it does not serve, and acknowledges
+//! // a listen with the filter the edge honoured.
+//! let server = service_fn(|request: http::Request<mcp_edge::RequestBody<String>>| async move {
+//!     let (kind, body) = match request.extensions().get::<HonouredFilter>() {
+//!         Some(filter) => ("text/event-stream", format!(r#"data: {{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{{"notifications":{}}}}}{}"#, filter.ack().get(), "\n\n")),
+//!         None => ("application/json", r#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"prompts":{}}}}"#.to_owned()),
+//!     };
+//!     http::Response::builder().header("content-type", kind).body(body)
+//! });
 //! let edge = ServiceBuilder::new().layer(EdgeLayer::new(profile)).service(server);
-//! let listen = http::Request::post("/mcp").header("content-type", "application/json")
-//!     .body(r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":"yes"}}}"#.to_owned())?;
-//! let response = edge.oneshot(listen).await?;
-//! // A malformed filter never reaches the server.
-//! assert_eq!(response.status(), 400);
+//! let post = |body: &str| http::Request::post("/mcp").header("content-type", "application/json").body(body.to_owned());
+//!
+//! // A discover carries the profile's capabilities: exactly what is served.
+//! let discover = post(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#)?;
+//! let answer = edge.clone().oneshot(discover).await?.into_body().collect().await?.to_bytes();
+//! let answer: serde_json::Value = serde_json::from_slice(&answer)?;
+//! assert_eq!(answer["result"]["capabilities"]["tools"], serde_json::json!({"listChanged": true}));
+//! assert!(answer["result"]["capabilities"].get("prompts").is_none());
+//!
+//! // Alice's listen is honoured for what alice may read (the auth layer
+//! // puts her `Principal` in the request's extensions).
+//! let mut listen = post(r#"{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{"notifications":
+//!     {"resourceSubscriptions":["demo://users/alice/notes","demo://users/bob/notes"]}}}"#)?;
+//! listen.extensions_mut().insert(Principal::new("alice"));
+//! let stream = edge.oneshot(listen).await?.into_body().collect().await?.to_bytes();
+//! assert!(std::str::from_utf8(&stream)?.contains(r#"{"resourceSubscriptions":["demo://users/alice/notes"]}"#));
 //! # Ok(())
 //! # }
 //! ```

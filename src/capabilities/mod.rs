@@ -1,6 +1,6 @@
 //! Middleware that makes a server advertise exactly what it serves.
 //!
-//! [`CapabilitiesLayer`] lets the inner service answer `initialize` (legacy
+//! [`CapabilitiesLayer`](crate::CapabilitiesLayer) lets the inner service answer `initialize` (legacy
 //! era) and `server/discover` (modern era) requests, then replaces the
 //! managed keys of `result.capabilities` in a success response for that
 //! request with the [`ServerProfile`](crate::ServerProfile)'s capabilities
@@ -49,7 +49,7 @@
 //! `id` with -32600. Like [`ListenFilterLayer`](crate::ListenFilterLayer),
 //! the layer keeps scanning other bodies as the inner service reads them
 //! and cuts them short at a second `method`
-//! ([`CapabilitiesLayer::scan_pass_through`]). `Mcp-Method` is decoded
+//! ([`CapabilitiesLayer::scan_pass_through`](crate::CapabilitiesLayer::scan_pass_through)). `Mcp-Method` is decoded
 //! first (`=?base64?…?=`); a request whose header and body `method`
 //! disagree, where either is `initialize` or `server/discover`, or whose
 //! header does not decode or is repeated, is answered with -32020. The body is
@@ -104,6 +104,15 @@
 //! );
 //! # }
 //! ```
+//!
+//! # Files
+//!
+//! `layer.rs` ([`CapabilitiesLayer`](crate::CapabilitiesLayer), its
+//! settings), `service.rs` ([`Capabilities`](crate::Capabilities), its
+//! `Service` and its rules for the engine in `http/intercept`), `future.rs` and
+//! `body.rs` (its [`ResponseFuture`] and [`ResponseBody`]), `rewrite.rs` (what
+//! an answer is rewritten with, in JSON and in SSE), `tests/` (one file per
+//! concern).
 
 mod body;
 mod future;

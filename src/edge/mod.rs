@@ -1,6 +1,6 @@
 //! Middleware that keeps both promises with one read of each body.
 //!
-//! [`EdgeLayer`] is [`CapabilitiesLayer`](crate::CapabilitiesLayer) and
+//! [`EdgeLayer`](crate::EdgeLayer) is [`CapabilitiesLayer`](crate::CapabilitiesLayer) and
 //! [`ListenFilterLayer`](crate::ListenFilterLayer) in one: every
 //! `initialize` and `server/discover` answer advertises exactly the
 //! profile's capabilities, and every listen stream carries only what its
@@ -51,6 +51,12 @@
 //! assert_eq!(app.oneshot(disguised).await.unwrap().status(), 400);
 //! # }
 //! ```
+//!
+//! # Files
+//!
+//! `layer.rs` ([`EdgeLayer`](crate::EdgeLayer): the two layers' rules as a
+//! pair), `service.rs` ([`Edge`](crate::Edge)), `future.rs` and `body.rs` (its
+//! [`ResponseFuture`] and [`ResponseBody`]), `tests.rs`.
 
 mod body;
 mod future;

@@ -5,6 +5,10 @@
 //! [`HonouredFilter`]: what the acknowledgment says and what the stream may
 //! carry. Validation completes before any hook runs, so bad input costs no
 //! hook calls.
+//!
+//! Files: `validate.rs` (the filter's types and bounds, before any hook),
+//! `ack.rs` (the acknowledgment's writer), `stream.rs` (what every listen
+//! stream says, and the sub-resource rule), `tests.rs`.
 
 use std::borrow::Cow;
 use std::collections::HashSet;

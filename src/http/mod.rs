@@ -3,6 +3,12 @@
 //! ([`peek`]), handing it on ([`rewind`], [`watch`], [`RequestBody`]),
 //! ruling an event stream event by event ([`event_stream`]), and the call
 //! and future every layer runs over its rules ([`intercept`]).
+//!
+//! Files: `classify.rs` (the head and the body's shape), `peek.rs`,
+//! `rewind.rs`, `watch.rs`, `body.rs` (the request body a layer hands on),
+//! `once.rs` (the one-shot body of a layer's own answers), `ready.rs` (bodies
+//! whose frames are at hand, for the fuzz targets), `event_stream.rs`,
+//! `reply.rs` (the answer a layer hands back), and `intercept/`, the engine.
 
 pub(crate) mod body;
 pub(crate) mod classify;

@@ -46,6 +46,18 @@
 //! Streams and deliveries are logged with `tracing` (opened, closed and
 //! why, updates dropped by the send-time check, lagging streams), never
 //! with a URI or a task id at info level.
+//!
+//! # Files
+//!
+//! From the ground up, each importing only those before it: `change.rs`
+//! (the vocabulary: a [`Change`], a [`Channel`], the channels a stream is
+//! heard through), `bus.rs` (the [`Bus`] trait, [`LocalBus`], the
+//! [`Inbox`]), `queue.rs` (a stream's id and its queue), `registry.rs` (the
+//! streams by channel and caller, admission), `shared.rs` (what the hub's
+//! parts share), `delivery.rs` (queuing a change on the streams that hear
+//! it), `stream.rs` (a stream's SSE body, and [`Watch`]), `layer.rs`
+//! ([`ListenHubLayer`]), `redis/` (`RedisBus`, feature `redis`), and this
+//! file ([`ListenHub`], its builder, the [`Publisher`]); `tests.rs`.
 
 mod bus;
 mod change;

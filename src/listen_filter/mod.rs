@@ -1,6 +1,6 @@
 //! Middleware that makes every listen stream carry only what its caller may see.
 //!
-//! [`ListenFilterLayer`] recognizes a `subscriptions/listen` request by the
+//! [`ListenFilterLayer`](crate::ListenFilterLayer) recognizes a `subscriptions/listen` request by the
 //! JSON-RPC `method` in its body, buffers it within the profile's body
 //! limit, and honours its `notifications` filter for the caller (see
 //! [`honour`](crate::honour)). On success it rewrites the body so that
@@ -21,7 +21,7 @@
 //! service byte for byte. One of the 2026-07-28 era, which removed the
 //! method, is answered 404 with -32601.
 //!
-//! The guard (on by default, [`ListenFilterLayer::guard_stream`]) rules
+//! The guard (on by default, [`ListenFilterLayer::guard_stream`](crate::ListenFilterLayer::guard_stream)) rules
 //! every answer to an honoured listen, whatever its `Content-Type` or
 //! `Content-Encoding`. The listen reaches the inner service without
 //! `Accept-Encoding`; an answer compressed anyway is replaced by a JSON-RPC
@@ -47,14 +47,14 @@
 //! without one clear URI, is dropped; the hook is asked through the
 //! profile's per-(caller, URI) decision cache
 //! ([`access_ttl`](crate::ServerProfileBuilder::access_ttl)); everything
-//! else passes as parsed ([`ListenFilterLayer::check_updates`]).
+//! else passes as parsed ([`ListenFilterLayer::check_updates`](crate::ListenFilterLayer::check_updates)).
 //!
 //! A request with another method is read only as far as needed and replayed;
 //! it keeps being scanned as the inner service reads it, and a body with a
 //! second top-level `method` is cut short, so a parser that keeps the last
 //! of duplicate keys never sees a listen the layer did not honour (a body
 //! already read whole whose rest spells neither `method` nor a backslash
-//! needs no scan; [`ListenFilterLayer::scan_pass_through`] switches the scan
+//! needs no scan; [`ListenFilterLayer::scan_pass_through`](crate::ListenFilterLayer::scan_pass_through) switches the scan
 //! off for inner services that refuse duplicate members themselves). What
 //! is looked into is the one rule every mcp-edge layer follows: every
 //! `POST`, whatever its `Content-Type` (a lenient inner service parses any
@@ -122,6 +122,16 @@
 //! );
 //! # }
 //! ```
+//!
+//! # Files
+//!
+//! `layer.rs` ([`ListenFilterLayer`](crate::ListenFilterLayer)),
+//! `service.rs` ([`ListenFilter`](crate::ListenFilter), its `Service` and its
+//! rules for the engine in `http/intercept`), `future.rs` and `body.rs` (its
+//! [`ResponseFuture`] and [`ResponseBody`]), `request.rs` (a listen and a
+//! legacy `resources/subscribe`, honoured or refused), `guard.rs` (the stream
+//! guard of a listen's answer), `updates.rs` (the screen of every other event
+//! stream), `tests/` (one file per concern).
 
 mod body;
 mod future;
