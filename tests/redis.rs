@@ -255,12 +255,7 @@ async fn a_forged_message_with_the_next_number_does_not_suppress_the_real_one() 
 
     let forged = json!({"v": 1, "from": a.bus.instance(), "seq": 1,
         "change": {"type": "resource_updated", "uri": format!("{LOGS}/forged")}});
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg(&channel)
-        .arg(forged.to_string())
-        .query_async(&mut redis.connection().await)
-        .await
-        .unwrap();
+    redis.publish(&channel, forged.to_string()).await;
     assert_eq!(
         stream.message().await["params"]["uri"],
         format!("{LOGS}/forged")
@@ -297,14 +292,7 @@ async fn copies_sent_ahead_of_an_instance_suppress_none_of_its_updates() {
     eventually("a connected", || async { a.bus.is_connected() }).await;
     let publish = |payload: String| {
         let (redis, channel) = (&redis, channel.clone());
-        async move {
-            let _: i64 = redis::cmd("PUBLISH")
-                .arg(&channel)
-                .arg(payload)
-                .query_async(&mut redis.connection().await)
-                .await
-                .unwrap();
-        }
+        async move { redis.publish(&channel, payload).await }
     };
     forged_ahead(&a, &b, &mut stream, &spy, LOGS, publish).await;
 }

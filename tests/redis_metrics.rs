@@ -50,12 +50,7 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
     let channel = subscribed(&redis, &b, Channel::Resource(LOGS)).await;
     eventually("the gauge says connected", || async { connected() == 1.0 }).await;
 
-    let _: i64 = redis::cmd("PUBLISH")
-        .arg(&channel)
-        .arg("not json")
-        .query_async(&mut redis.connection().await)
-        .await
-        .unwrap();
+    redis.publish(&channel, "not json").await;
     eventually("the malformed message counted", || async {
         sample(exporter, malformed) == 1.0
     })
@@ -66,12 +61,7 @@ async fn the_bus_reports_its_connection_and_what_it_dropped() {
     let duplicate = r#"mcp_edge_bus_messages_dropped_total{reason="duplicate"}"#;
     let message = r#"{"v":1,"from":"p","seq":1,"id":"00","change":{"type":"resource_updated","uri":"demo://public/logs"}}"#;
     for _ in 0..2 {
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(&channel)
-            .arg(message)
-            .query_async(&mut redis.connection().await)
-            .await
-            .unwrap();
+        redis.publish(&channel, message).await;
     }
     assert_eq!(stream.message().await["params"]["uri"], LOGS);
     eventually("the copy counted", || async {

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Full};
 use mcp_edge_reference::{app, serve};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
+
+mod common;
+
+use common::Served;
 
 const HEAD: Duration = Duration::from_secs(1);
 const IDLE: Duration = Duration::from_secs(2);
@@ -24,51 +26,41 @@ const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-0
 
 /// The reference stack on a loopback port, its connections bounded by
 /// `HEAD`, `IDLE` and `per_peer`.
-struct Served {
+struct Stack {
+    served: Served,
     port: u16,
-    stop: oneshot::Sender<()>,
     stop_rmcp: Box<dyn FnOnce() + Send>,
     hub: mcp_edge::hub::ListenHub,
-    task: JoinHandle<std::io::Result<()>>,
 }
 
-impl Served {
+impl Stack {
     async fn start(per_peer: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let app = app::build(port, false).unwrap();
         let limits = serve::Limits {
             head: HEAD,
             idle: IDLE,
             per_peer,
         };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve::serve_with(
-            listener,
-            app.router,
-            limits,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let mut built = None;
+        let served = Served::start_with(limits, |port| {
+            let app = app::build(port, false).unwrap();
+            let router = app.router.clone();
+            built = Some(app);
+            router
+        })
+        .await;
+        let app = built.expect("built");
         Self {
-            port,
-            stop,
+            port: served.port,
+            served,
             stop_rmcp: app.stop_rmcp,
             hub: app.hub,
-            task,
         }
     }
 
     async fn stop(self) {
         self.hub.shutdown();
         (self.stop_rmcp)();
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("stopped within 10 s")
-            .unwrap()
-            .unwrap();
+        self.served.stop().await;
     }
 
     async fn connect(&self) -> TcpStream {
@@ -123,7 +115,7 @@ async fn open_for(tcp: &mut TcpStream, within: Duration) -> Option<Duration> {
 /// and the server answers before and after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_that_never_finish_a_request_head_are_closed() {
-    let served = Served::start(64).await;
+    let served = Stack::start(64).await;
     let port = served.port;
     // The HTTP/2 preface, then an empty SETTINGS frame.
     let mut h2 = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
@@ -161,7 +153,7 @@ async fn connections_that_never_finish_a_request_head_are_closed() {
 /// an HTTP/2 connection that carried one is closed once idle for `IDLE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_closed() {
-    let served = Served::start(64).await;
+    let served = Stack::start(64).await;
     let mut tcp = served.connect().await;
     tcp.write_all(served.request("server/discover", "").as_bytes())
         .await
@@ -209,7 +201,7 @@ async fn idle_connections_are_closed() {
 /// once, and a slot comes back when one of them closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_holds_at_most_its_share_of_connections() {
-    let served = Served::start(3).await;
+    let served = Stack::start(3).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(served.connect().await);
@@ -234,7 +226,7 @@ async fn a_peer_holds_at_most_its_share_of_connections() {
 /// in flight), and keeps hearing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_listen_stream_is_never_idle() {
-    let served = Served::start(64).await;
+    let served = Stack::start(64).await;
     let mut tcp = served.connect().await;
     let notifications = r#","notifications":{"resourceSubscriptions":["demo://users/bob/notes"]}"#;
     let listen = served.request("subscriptions/listen", notifications);

@@ -5,43 +5,15 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_edge_reference::{app, metrics, serve};
+use mcp_edge_reference::{app, metrics};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
+
+mod common;
+
+use common::Served;
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}"#;
-
-/// A server on a loopback port until `stop`.
-struct Served {
-    port: u16,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<std::io::Result<()>>,
-}
-
-impl Served {
-    /// Serves the router `build` makes for the port it is served on.
-    async fn start(build: impl FnOnce(u16) -> axum::Router) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let router = build(port);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve::serve(listener, router, async move {
-            let _ = stopped.await;
-        }));
-        Self { port, stop, task }
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("stopped within 10 s")
-            .unwrap()
-            .unwrap();
-    }
-}
 
 /// The answer to `GET /metrics` on `port` under the `Host` header `host`:
 /// its head and its body.

@@ -6,11 +6,14 @@
 
 use std::time::Duration;
 
-use mcp_edge_reference::{app, serve};
+use mcp_edge_reference::app;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
+
+mod common;
+
+use common::Served;
 
 const LEGACY: &str = "2025-11-25";
 
@@ -58,13 +61,15 @@ async fn post(port: u16, session: Option<&str>, body: Value) -> (u16, Option<Str
 /// Serves the reference stack (`bare` or layered) and checks, in a legacy
 /// session, that each capability `initialize` advertises is served.
 async fn advertises_only_what_it_serves(bare: bool) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = app::build(port, bare).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve::serve(listener, app.router, async move {
-        let _ = stopped.await;
-    }));
+    let mut built = None;
+    let served = Served::start(|port| {
+        let app = app::build(port, bare).unwrap();
+        let router = app.router.clone();
+        built = Some(app);
+        router
+    })
+    .await;
+    let (app, port) = (built.expect("built"), served.port);
 
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": LEGACY, "capabilities": {},
@@ -126,12 +131,7 @@ async fn advertises_only_what_it_serves(bare: bool) {
 
     app.hub.shutdown();
     (app.stop_rmcp)();
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(10), server)
-        .await
-        .expect("stopped")
-        .unwrap()
-        .unwrap();
+    served.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

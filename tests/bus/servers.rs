@@ -114,6 +114,16 @@ impl Redis {
             .unwrap()
     }
 
+    /// `PUBLISH`es `payload` on `channel`, as any process on the prefix can.
+    pub async fn publish(&self, channel: &str, payload: impl redis::ToRedisArgs) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(payload)
+            .query_async(&mut self.connection().await)
+            .await
+            .unwrap();
+    }
+
     pub async fn numsub(&self, channel: &str) -> i64 {
         let (_, count): (String, i64) = redis::cmd("PUBSUB")
             .arg("NUMSUB")
