@@ -153,6 +153,7 @@ pub use self::capabilities::layer::CapabilitiesLayer;
 pub use self::capabilities::service::Capabilities;
 pub use self::edge::layer::EdgeLayer;
 pub use self::edge::service::Edge;
+pub use self::filter::stream::covers;
 pub use self::filter::{honour, HonouredFilter, Kind, Kinds, ListChanged, ListenError, Topic};
 pub use self::hooks::{
     CapabilityNarrowing, ExtensionPrincipal, HookFuture, Principal, PrincipalLookup,

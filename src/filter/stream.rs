@@ -51,12 +51,30 @@ pub(crate) fn acknowledgment(filter: &HonouredFilter, notifications: &str) -> St
     )
 }
 
-/// The sub-resource rule: an honoured URI covers itself and every URI below
-/// it by path (`file:///logs` covers `file:///logs/today`, not `file:///logs2`).
-/// A URI that a client could resolve to another path
-/// ([`resolves_elsewhere`]) is covered only by itself:
-/// `…/alice/notes/../../bob/notes` is not below `…/alice/notes`.
-pub(crate) fn covers(honoured: &[u8], uri: &[u8]) -> bool {
+/// The sub-resource rule, by which a listen stream honouring a URI hears
+/// the updates of the URIs below it: `honoured` covers itself and every URI
+/// below it by path (`file:///logs` covers `file:///logs/today`, not
+/// `file:///logs2`). A URI that a client could read as another path (a
+/// `\`, an ASCII control character, or a `.` or `..` segment in any
+/// spelling) is covered only by itself: `…/alice/notes/../../bob/notes` is
+/// not below `…/alice/notes`. A [`ResourceAccess`](crate::ResourceAccess)
+/// hook that grants by prefix should use the same rule.
+///
+/// ```
+/// use mcp_edge::covers;
+///
+/// assert!(covers("demo://users/alice/", "demo://users/alice/notes"));
+/// assert!(covers("demo://users/alice", "demo://users/alice/notes"));
+/// assert!(!covers("demo://users/al", "demo://users/alice/notes"));
+/// assert!(!covers("demo://users/alice/", "demo://users/alice/../bob/notes"));
+/// assert!(!covers("demo://users/alice/", "demo://users/alice/%2e%2e?/bob"));
+/// ```
+pub fn covers(honoured: &str, uri: &str) -> bool {
+    covers_bytes(honoured.as_bytes(), uri.as_bytes())
+}
+
+/// [`covers`], over bytes.
+pub(crate) fn covers_bytes(honoured: &[u8], uri: &[u8]) -> bool {
     match uri.strip_prefix(honoured) {
         Some([]) => true,
         Some(rest) => {
@@ -93,7 +111,7 @@ pub(crate) fn resolves_elsewhere(uri: &[u8]) -> bool {
 
 /// The URIs that cover `uri` by the sub-resource rule, each once, shortest
 /// first: every prefix of it that ends before or after a `/`, and `uri`
-/// itself, that [`covers`] it. (A prefix ending there covers `uri` unless
+/// itself, that [`covers_bytes`] it. (A prefix ending there covers `uri` unless
 /// a client could resolve `uri` elsewhere: then only `uri` covers it.)
 #[cfg(feature = "hub")]
 pub(crate) fn coverers(uri: &str) -> impl Iterator<Item = &str> {
@@ -178,7 +196,9 @@ pub(crate) const SPELLED_BELOW: &str = "file:///public/";
 
 #[cfg(test)]
 mod spelling_tests {
-    use super::{covers, has_dot_segment, resolves_elsewhere, SPELLED_BELOW, SPELLINGS};
+    use super::{
+        covers_bytes as covers, has_dot_segment, resolves_elsewhere, SPELLED_BELOW, SPELLINGS,
+    };
 
     /// Every string of up to 6 bytes over the bytes that make dot
     /// segments: `has_dot_segment` agrees with a plain split on `/`.
@@ -246,7 +266,7 @@ mod spelling_tests {
 
 #[cfg(all(test, feature = "hub"))]
 mod tests {
-    use super::{coverers, covers};
+    use super::{coverers, covers_bytes as covers};
 
     /// `coverers` yields exactly the prefixes of a URI that `covers` it,
     /// shortest first, each once.

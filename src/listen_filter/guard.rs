@@ -9,9 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::codec::json::{self, Found};
 use crate::codec::sse::{self, Event};
-use crate::filter::stream::{
-    acknowledgment, covers as covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID,
-};
+use crate::filter::stream::{acknowledgment, covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID};
 use crate::filter::{HonouredFilter, ListChanged, Topic};
 use crate::http::event_stream::EventRule;
 use crate::http::intercept::{AnswerRule, Rewritten};
@@ -383,9 +381,7 @@ impl<'a> Params<'a> {
 }
 
 #[cfg(test)]
-fn covers(honoured: &str, uri: &str) -> bool {
-    covers_bytes(honoured.as_bytes(), uri.as_bytes())
-}
+use crate::filter::stream::covers;
 
 /// The honoured resource URIs, sorted, to find one that covers a URI (the
 /// sub-resource rule) with a few binary searches instead of a scan.

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::filter::stream::coverers;
 #[cfg(test)]
-use crate::filter::stream::covers;
+use crate::filter::stream::covers_bytes as covers;
 use crate::filter::ListChanged;
 use crate::hooks::Principal;
 use crate::hub::change::{Change, Channel};
