@@ -137,7 +137,6 @@ impl Item {
 
     /// The event with a stream's [`tag`], written into this thread's
     /// buffer ([`EVENTS`]).
-    #[inline]
     pub(super) fn event_here(&self, tag: &[u8]) -> Bytes {
         EVENTS.with_borrow_mut(|buffer| self.event(tag, buffer))
     }
@@ -161,6 +160,7 @@ impl Item {
         buffer.split().freeze()
     }
 
+    #[inline]
     fn write(&self, tag: &[u8], buffer: &mut BytesMut) {
         buffer.extend_from_slice(self.0.head.as_bytes());
         buffer.extend_from_slice(tag);
