@@ -18,18 +18,18 @@
 //! - `store`: the resources and tasks the handler and the mcp-edge hooks read.
 //!
 //! [`metrics`] serves mcp-edge's metrics for Prometheus, and [`serve`] is
-//! the accept loop both listeners run, its connections bounded
-//! (`connections`).
+//! the accept loop both listeners run, its connections bounded.
 
 pub mod app;
-mod connections;
 mod edge;
 mod endpoint;
 mod handler;
 pub mod metrics;
 mod peer;
-pub mod serve;
 mod store;
+
+/// The accept loop both listeners run (the workspace's `mcp-edge-serve`).
+pub use mcp_edge_serve as serve;
 
 /// What the server prints beside its address: a copy-paste `curl` for a
 /// discovery and one for a listen as bob, against `url`, and what the

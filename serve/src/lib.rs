@@ -1,5 +1,6 @@
-//! The accept loop: what `axum::serve` does, without hyper-util's version
-//! check in front of HTTP/1.
+//! The accept loop of mcp-edge's binaries (the reference deployment and
+//! the proxy): what `axum::serve` does, without hyper-util's version check
+//! in front of HTTP/1.
 //!
 //! Each connection is HTTP/1.1 or, after the HTTP/2 preface, HTTP/2 by
 //! prior knowledge, as with `axum::serve` (there are no upgrades: MCP has
@@ -42,6 +43,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tower::Service;
+
+mod connections;
 
 pub use crate::connections::Limits;
 use crate::connections::{Activity, Connections, InFlight, Slot};

@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-/// The bounds of [`serve_with`](crate::serve::serve_with).
+/// The bounds of [`serve_with`](crate::serve_with).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// How long a connection may take to send its first complete request
