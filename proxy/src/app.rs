@@ -8,7 +8,7 @@
 //! layer with `[hub]`, and the forwarding service.
 
 use std::error::Error;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,8 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::Response;
 use axum::Router;
-use http::header::ORIGIN;
+use http::header::{HOST, ORIGIN};
+use http::uri::Authority;
 use http::StatusCode;
 use mcp_edge::hub::{Bus, ListenHub};
 use mcp_edge::{covers, EdgeLayer, Principal, ServerProfile};
@@ -82,10 +83,13 @@ pub fn build(config: &Config, bus: Option<Arc<dyn Bus>>) -> Result<Proxy, Box<dy
             )
         }
     };
-    let origins: Arc<[String]> = config.allowed_origins.iter().cloned().collect();
+    let allowed = Arc::new(Allowed {
+        hosts: config.allowed_hosts.clone(),
+        origins: config.allowed_origins.clone(),
+    });
     let mcp = mcp
         .layer(from_fn_with_state(callers, authenticate))
-        .layer(from_fn_with_state(origins, check_origin))
+        .layer(from_fn_with_state(allowed, check_host_and_origin))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ));
     Ok(Proxy {
         mcp,
@@ -173,25 +177,64 @@ fn redis_bus(settings: &crate::config::Hub) -> Option<Result<Arc<dyn Bus>, Box<d
     )
 }
 
-/// Refuses, 403, a request whose `Origin` is not allowed: a page of another
-/// origin whose name resolves to the proxy (DNS rebinding) gets nothing. A
-/// request without `Origin` (not from a browser) passes.
-async fn check_origin(
-    State(allowed): State<Arc<[String]>>,
+/// The names and origins a request may come under.
+struct Allowed {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Allowed {
+    /// Whether `host` (a `Host` header) names the proxy: an IP address or
+    /// `localhost` (no page can get one of those resolved to the proxy), or
+    /// a name of `allowed_hosts`; any port.
+    fn host(&self, host: &str) -> bool {
+        let Ok(authority) = host.parse::<Authority>() else {
+            return false;
+        };
+        let name = authority.host();
+        let address = name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok();
+        address
+            || name.eq_ignore_ascii_case("localhost")
+            || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
+
+    /// Whether `origin` (an `Origin` header) is one of `allowed_origins`.
+    fn origin(&self, origin: &[u8]) -> bool {
+        self.origins.iter().any(|a| a.as_bytes() == origin)
+    }
+}
+
+/// Refuses, 403, a request under a name the proxy does not answer to, or
+/// from an `Origin` not allowed: a page of another origin that got its name
+/// resolved to the proxy (DNS rebinding) gets nothing. A request without
+/// `Origin` (not from a browser) passes the second check.
+async fn check_host_and_origin(
+    State(allowed): State<Arc<Allowed>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let origins = request.headers().get_all(ORIGIN);
-    let refused = origins
+    let headers = request.headers();
+    let host = headers.get(HOST).map(|h| h.to_str().unwrap_or_default());
+    let host_ok = host.is_some_and(|host| allowed.host(host));
+    let origins_ok = headers
+        .get_all(ORIGIN)
         .iter()
-        .any(|origin| !allowed.iter().any(|a| a.as_bytes() == origin.as_bytes()));
-    if refused {
-        tracing::warn!("a request from an origin not allowed was refused");
+        .all(|o| allowed.origin(o.as_bytes()));
+    if !host_ok || !origins_ok {
+        tracing::warn!(
+            host_ok,
+            origins_ok,
+            "a request under another name or origin was refused"
+        );
         return answer::error(
             StatusCode::FORBIDDEN,
             None,
             -32600,
-            "Forbidden: Origin not allowed",
+            "Forbidden: Host or Origin not allowed",
         );
     }
     next.run(request).await
@@ -206,6 +249,29 @@ mod tests {
             principals: principals.iter().map(|p| p.to_string()).collect(),
             uri_prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
         })
+    }
+
+    #[test]
+    fn hosts_are_addresses_localhost_or_named_and_origins_are_named() {
+        let allowed = Allowed {
+            hosts: vec!["mcp.example.com".into()],
+            origins: vec!["https://app.example.com".into()],
+        };
+        for host in [
+            "127.0.0.1:8080",
+            "[::1]:1",
+            "10.0.0.7",
+            "localhost:8080",
+            "MCP.example.com:443",
+        ] {
+            assert!(allowed.host(host), "{host}");
+        }
+        for host in ["evil.example:8080", "example.com", "", "a b"] {
+            assert!(!allowed.host(host), "{host}");
+        }
+        assert!(allowed.origin(b"https://app.example.com"));
+        assert!(!allowed.origin(b"https://app.example.com.evil"));
+        assert!(!allowed.origin(b"null"));
     }
 
     #[test]

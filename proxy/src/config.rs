@@ -44,6 +44,10 @@ pub struct Config {
     /// (default true).
     #[serde(default = "yes")]
     pub forward_authorization: bool,
+    /// Host names the proxy answers to besides IP addresses and
+    /// `localhost` (a request under another name is refused 403).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     /// `Origin`s allowed to call the proxy (a browser's page on another
     /// origin otherwise is refused 403; a request without `Origin` passes).
     #[serde(default)]
