@@ -218,8 +218,13 @@ async fn check_host_and_origin(
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    let host = headers.get(HOST).map(|h| h.to_str().unwrap_or_default());
-    let host_ok = host.is_some_and(|host| allowed.host(host));
+    // One `Host`: two could name the proxy to one reader and another
+    // name to the next.
+    let mut hosts = headers.get_all(HOST).iter();
+    let host_ok = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => allowed.host(host.to_str().unwrap_or_default()),
+        _ => false,
+    };
     let origins_ok = headers
         .get_all(ORIGIN)
         .iter()
