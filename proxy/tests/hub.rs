@@ -134,7 +134,7 @@ impl Redis {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new("redis-server")
+        let mut child = Command::new("redis-server")
             .args([
                 "--port",
                 &port.to_string(),
@@ -154,6 +154,8 @@ impl Redis {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("redis-server did not start");
     }
 }
