@@ -20,14 +20,15 @@ use http::header::{HOST, ORIGIN};
 use http::uri::Authority;
 use http::StatusCode;
 use mcp_edge::hub::{Bus, ListenHub};
-use mcp_edge::{covers, EdgeLayer, Principal, ServerProfile};
+use mcp_edge::{EdgeLayer, Principal, ServerProfile};
 use serde_json::Value;
 use tower::{Layer, ServiceBuilder};
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use crate::allow::Allows;
 use crate::answer;
 use crate::callers::{authenticate, Callers};
-use crate::config::{Allow, Config};
+use crate::config::Config;
 use crate::forward::Forward;
 use crate::publish;
 
@@ -51,7 +52,7 @@ pub struct Proxy {
 pub fn build(config: &Config, bus: Option<Arc<dyn Bus>>) -> Result<Proxy, Box<dyn Error>> {
     let callers = Arc::new(Callers::from_config(config)?);
     let profile = profile(config)?;
-    let forward = Forward::new(config);
+    let forward = Forward::new(config, Allows::of(config));
     let edge = EdgeLayer::new(profile.clone());
     let (mcp, hub, publish) = match &config.hub {
         None => (
@@ -105,12 +106,10 @@ pub fn profile(config: &Config) -> Result<ServerProfile, Box<dyn Error>> {
     let completions = base.remove("completions").is_some();
     let logging = base.remove("logging").is_some();
     let has_resources = base.is_empty() || base.contains_key("resources");
-    let rules: Arc<[Rule]> = config.allows.iter().map(Rule::from).collect();
+    let rules = Allows::of(config);
     let mut builder = ServerProfile::builder()
         .resource_access(move |caller: Option<&Principal>, uris: &[&str]| {
-            let answers = uris
-                .iter()
-                .map(|uri| rules.iter().any(|r| r.allows(caller, uri)));
+            let answers = uris.iter().map(|uri| rules.allows(caller, uri));
             std::future::ready(answers.collect::<Vec<bool>>())
         })
         .completions(completions)
@@ -124,34 +123,6 @@ pub fn profile(config: &Config) -> Result<ServerProfile, Box<dyn Error>> {
             builder.subscription_hook(|uris: &[&str]| std::future::ready(vec![true; uris.len()]));
     }
     Ok(builder.build()?)
-}
-
-/// One `[[allow]]` rule.
-struct Rule {
-    everyone: bool,
-    principals: Vec<String>,
-    prefixes: Vec<String>,
-}
-
-impl From<&Allow> for Rule {
-    fn from(allow: &Allow) -> Self {
-        Self {
-            everyone: allow.principals.iter().any(|p| p == "*"),
-            principals: allow.principals.clone(),
-            prefixes: allow.uri_prefixes.clone(),
-        }
-    }
-}
-
-impl Rule {
-    /// Whether `caller` may read `uri` by this rule: a principal it names
-    /// (or everyone), and a prefix that covers the URI by the sub-resource
-    /// rule (so never a URI a client could read as another path).
-    fn allows(&self, caller: Option<&Principal>, uri: &str) -> bool {
-        let named = self.everyone
-            || caller.is_some_and(|caller| self.principals.iter().any(|p| p == caller.as_str()));
-        named && self.prefixes.iter().any(|prefix| covers(prefix, uri))
-    }
 }
 
 /// The hub's admission bucket of a listen: its caller, or an anonymous
@@ -202,9 +173,22 @@ impl Allowed {
             || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
     }
 
-    /// Whether `origin` (an `Origin` header) is one of `allowed_origins`.
-    fn origin(&self, origin: &[u8]) -> bool {
-        self.origins.iter().any(|a| a.as_bytes() == origin)
+    /// Whether `origin` (an `Origin` header) may call the proxy under
+    /// `host` (its `Host`, allowed already): one of `allowed_origins`, or
+    /// the proxy's own origin (`http` or `https` and that very host: a
+    /// page the proxy itself serves, or one behind a TLS terminator).
+    fn origin(&self, origin: &[u8], host: &str) -> bool {
+        if self.origins.iter().any(|a| a.as_bytes() == origin) {
+            return true;
+        }
+        let origin = std::str::from_utf8(origin).unwrap_or_default();
+        let own = |scheme: &str| {
+            origin
+                .strip_prefix(scheme)
+                .and_then(|rest| rest.strip_prefix("://"))
+                .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+        };
+        own("http") || own("https")
     }
 }
 
@@ -221,14 +205,15 @@ async fn check_host_and_origin(
     // One `Host`: two could name the proxy to one reader and another
     // name to the next.
     let mut hosts = headers.get_all(HOST).iter();
-    let host_ok = match (hosts.next(), hosts.next()) {
-        (Some(host), None) => allowed.host(host.to_str().unwrap_or_default()),
-        _ => false,
+    let host = match (hosts.next(), hosts.next()) {
+        (Some(host), None) => host.to_str().unwrap_or_default(),
+        _ => "",
     };
+    let host_ok = allowed.host(host);
     let origins_ok = headers
         .get_all(ORIGIN)
         .iter()
-        .all(|o| allowed.origin(o.as_bytes()));
+        .all(|o| allowed.origin(o.as_bytes(), host));
     if !host_ok || !origins_ok {
         tracing::warn!(
             host_ok,
@@ -249,13 +234,6 @@ async fn check_host_and_origin(
 mod tests {
     use super::*;
 
-    fn rule(principals: &[&str], prefixes: &[&str]) -> Rule {
-        Rule::from(&Allow {
-            principals: principals.iter().map(|p| p.to_string()).collect(),
-            uri_prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
-        })
-    }
-
     #[test]
     fn hosts_are_addresses_localhost_or_named_and_origins_are_named() {
         let allowed = Allowed {
@@ -274,25 +252,12 @@ mod tests {
         for host in ["evil.example:8080", "example.com", "", "a b"] {
             assert!(!allowed.host(host), "{host}");
         }
-        assert!(allowed.origin(b"https://app.example.com"));
-        assert!(!allowed.origin(b"https://app.example.com.evil"));
-        assert!(!allowed.origin(b"null"));
-    }
-
-    #[test]
-    fn a_rule_allows_its_principals_below_its_prefixes_only() {
-        let alice = Principal::new("alice");
-        let bob = Principal::new("bob");
-        let own = rule(&["alice"], &["demo://users/alice/"]);
-        assert!(own.allows(Some(&alice), "demo://users/alice/notes"));
-        assert!(!own.allows(Some(&bob), "demo://users/alice/notes"));
-        assert!(!own.allows(None, "demo://users/alice/notes"));
-        assert!(!own.allows(Some(&alice), "demo://users/alice/../bob/notes"));
-        assert!(!own.allows(Some(&alice), "demo://users/alice/%2e%2e?/bob/notes"));
-        assert!(!own.allows(Some(&alice), "demo://users/alicex/notes"));
-        let public = rule(&["*"], &["demo://public"]);
-        assert!(public.allows(None, "demo://public/readme"));
-        assert!(public.allows(Some(&bob), "demo://public"));
-        assert!(!public.allows(None, "demo://publicity"));
+        let host = "127.0.0.1:8080";
+        assert!(allowed.origin(b"https://app.example.com", host));
+        assert!(allowed.origin(b"http://127.0.0.1:8080", host));
+        assert!(allowed.origin(b"https://127.0.0.1:8080", host));
+        assert!(!allowed.origin(b"http://127.0.0.1:8081", host));
+        assert!(!allowed.origin(b"https://app.example.com.evil", host));
+        assert!(!allowed.origin(b"null", host));
     }
 }

@@ -40,6 +40,15 @@ pub struct Config {
     /// send (default `x-mcp-principal`).
     #[serde(default = "principal_header", deserialize_with = "header_name")]
     pub principal_header: HeaderName,
+    /// Whether a `resources/read` is checked against the `[[allow]]` rules
+    /// as listens are (default true): each POST body is then read whole,
+    /// within `max_body_bytes`, before it goes on.
+    #[serde(default = "yes")]
+    pub check_reads: bool,
+    /// The largest request body read whole (bytes, default 1 MiB); a longer
+    /// one is answered 413.
+    #[serde(default = "mebibyte")]
+    pub max_body_bytes: usize,
     /// Whether the client's `Authorization` goes to the upstream unchanged
     /// (default true).
     #[serde(default = "yes")]
@@ -217,6 +226,9 @@ fn ten_thousand() -> usize {
 }
 fn per_peer() -> usize {
     256
+}
+fn mebibyte() -> usize {
+    1024 * 1024
 }
 fn yes() -> bool {
     true

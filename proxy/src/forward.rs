@@ -10,6 +10,10 @@
 //!   `Authorization` passes unchanged unless switched off;
 //! - a legacy session is bound to the caller that opened it
 //!   ([`Sessions`]);
+//! - a `resources/read` of a URI the `[[allow]]` rules do not grant the
+//!   caller is answered as a resource that does not exist (-32002), never
+//!   forwarded: each POST body is read whole for it (within
+//!   `max_body_bytes`, else 413), unless `check_reads` is off;
 //! - the upstream unreachable, or not beginning its answer in time, is
 //!   answered 502 or 504 with a JSON-RPC error for the request's id (read
 //!   from the body's first frame, which a client sends whole), never a hang.
@@ -36,8 +40,10 @@ use hyper_util::rt::TokioExecutor;
 use mcp_edge::{Principal, RequestBody};
 use serde_json::value::RawValue;
 
+use crate::allow::Allows;
 use crate::answer::{self, ProxyBody};
 use crate::config::Config;
+use crate::inspect::Inspected;
 use crate::sessions::{Over, Sessions};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -68,6 +74,9 @@ pub struct Forward {
 
 struct Upstream {
     client: Client<HttpConnector, UpstreamBody>,
+    /// Who may read what, with `check_reads`.
+    reads: Option<Allows>,
+    max_body: usize,
     uri: Uri,
     host: HeaderValue,
     principal_header: HeaderName,
@@ -77,8 +86,8 @@ struct Upstream {
 }
 
 impl Forward {
-    /// The forwarding service of `config`.
-    pub fn new(config: &Config) -> Self {
+    /// The forwarding service of `config`, granting reads by `allows`.
+    pub fn new(config: &Config, allows: Allows) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout()));
         connector.set_nodelay(true);
@@ -90,6 +99,8 @@ impl Forward {
         Self {
             upstream: Arc::new(Upstream {
                 client,
+                reads: config.check_reads.then_some(allows),
+                max_body: config.max_body_bytes,
                 uri: config.upstream.clone(),
                 host: HeaderValue::from_str(authority).expect("an authority is a header value"),
                 principal_header: config.principal_header.clone(),
@@ -129,18 +140,32 @@ impl tower::Service<EdgeRequest> for Forward {
 impl Upstream {
     async fn forward(&self, request: EdgeRequest) -> Response<ProxyBody> {
         let (mut parts, body) = request.into_parts();
-        let (first, body) = match first_frame(body).await {
+        let whole = self.reads.is_some() && parts.method == Method::POST;
+        let (first, body) = match read(body, whole, self.max_body).await {
             Ok(read) => read,
-            Err(()) => {
+            Err(Unread::TooLarge) => {
+                let message = format!(
+                    "Payload too large: a request body is at most {} bytes",
+                    self.max_body
+                );
+                return own(StatusCode::PAYLOAD_TOO_LARGE, None, -32600, &message);
+            }
+            Err(Unread::Failed) => {
                 let message = "the request body could not be read";
                 return own(StatusCode::BAD_REQUEST, None, -32600, message);
             }
         };
-        let id = first
-            .as_ref()
-            .and_then(|frame| frame.data_ref())
-            .and_then(|data| request_id(data));
+        let data = first.as_ref().and_then(Frame::data_ref);
+        let inspected = data.map(|data| Inspected::of(data)).unwrap_or_default();
+        let id = inspected.id;
         let caller = parts.extensions.get::<Principal>().cloned();
+        if let (true, Some(allows)) = (inspected.reads, &self.reads) {
+            let granted = |uri: &String| allows.allows(caller.as_ref(), uri);
+            if inspected.uris.is_empty() || !inspected.uris.iter().all(granted) {
+                // As for a URI that does not exist: nothing is told of it.
+                return own(StatusCode::OK, id.as_deref(), -32002, "Resource not found");
+            }
+        }
         let session = session_id(&parts.headers);
         if let Some(session) = &session {
             if !self.sessions.owns(session, caller.as_ref(), Instant::now()) {
@@ -301,34 +326,40 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The body's first frame, and the body after it (`Err` when the body
-/// failed before it).
-async fn first_frame<B>(mut body: B) -> Result<(Option<Frame<Bytes>>, B), ()>
+/// Why a body was not read.
+enum Unread {
+    TooLarge,
+    Failed,
+}
+
+/// The body's first frame (its whole data, within `max` bytes, when
+/// `whole`), and the body after it.
+async fn read<B>(mut body: B, whole: bool, max: usize) -> Result<(Option<Frame<Bytes>>, B), Unread>
 where
     B: Body<Data = Bytes> + Unpin,
 {
     if body.is_end_stream() {
         return Ok((None, body));
     }
-    match body.frame().await {
-        None => Ok((None, body)),
-        Some(Ok(frame)) => Ok((Some(frame), body)),
-        Some(Err(_)) => Err(()),
+    let first = match body.frame().await {
+        None => return Ok((None, body)),
+        Some(Ok(frame)) => frame,
+        Some(Err(_)) => return Err(Unread::Failed),
+    };
+    if !whole || body.is_end_stream() || !first.is_data() {
+        return Ok((Some(first), body));
     }
-}
-
-/// The JSON-RPC id of a request whose body is `data`, when it is a whole
-/// JSON object with one.
-fn request_id(data: &[u8]) -> Option<Box<RawValue>> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: Option<Box<RawValue>>,
+    let mut data = bytes::BytesMut::from(first.into_data().unwrap_or_default());
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Unread::Failed)?;
+        if let Some(chunk) = frame.data_ref() {
+            if data.len() + chunk.len() > max {
+                return Err(Unread::TooLarge);
+            }
+            data.extend_from_slice(chunk);
+        }
     }
-    // An object only: serde reads a struct from an array too.
-    if data.trim_ascii_start().first() != Some(&b'{') {
-        return None;
-    }
-    serde_json::from_slice::<Id>(data).ok()?.id
+    Ok((Some(Frame::data(data.freeze())), body))
 }
 
 pin_project_lite::pin_project! {
@@ -404,24 +435,5 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["content-type", "mcp-session-id"]);
-    }
-
-    #[test]
-    fn the_id_of_a_whole_request() {
-        let id = |text: &str| request_id(text.as_bytes()).map(|id| id.get().to_owned());
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#).as_deref(),
-            Some("7")
-        );
-        assert_eq!(
-            id(r#"{"method":"x","id":"a-1"}"#).as_deref(),
-            Some(r#""a-1""#)
-        );
-        assert_eq!(
-            id(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            None
-        );
-        assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"meth"#), None);
-        assert_eq!(id("[1]"), None);
     }
 }

@@ -7,11 +7,13 @@
 //! ([`forward`]), which binds legacy sessions to their caller
 //! ([`sessions`]). docs/proxy.md is the configuration reference.
 
+pub mod allow;
 pub mod answer;
 pub mod app;
 pub mod callers;
 pub mod config;
 pub mod forward;
+pub mod inspect;
 pub mod metrics;
 pub mod publish;
 pub mod sessions;

@@ -72,3 +72,43 @@ async fn through_the_proxy_a_held_listen_hears_only_what_its_caller_reads() {
     assert_eq!(heard["params"]["uri"], BOB_NOTES);
     assert_eq!(bob.event(Duration::from_millis(300)).await, None);
 }
+
+/// A `resources/read` through the proxy is granted by the same rules: bob
+/// reading alice's notes is answered as for a resource that does not
+/// exist, whatever spelling or duplicate hides the URI; his own pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_through_the_proxy_is_granted_as_a_listen_is() {
+    use common::modern;
+
+    let upstream = Leaky::start().await;
+    let proxy = Running::start(&config(upstream.port(), "")).await;
+    let read = |token: &'static str, params: &'static str| {
+        let port = proxy.port();
+        async move {
+            let answer = modern(
+                port,
+                Some(token),
+                9,
+                "resources/read",
+                Some(ALICE_NOTES),
+                params,
+            )
+            .await;
+            assert_eq!(answer.status, 200);
+            answer.message().await
+        }
+    };
+    let own = read("alice-token", r#","uri":"demo://users/alice/notes""#).await;
+    assert!(own["result"]["contents"].is_array(), "{own}");
+    for params in [
+        r#","uri":"demo://users/alice/notes""#,
+        r#","\u0075ri":"demo://users/alice/notes""#,
+        r#","uri":"demo://users/bob/notes","uri":"demo://users/alice/notes""#,
+        r#","uri":"demo://users/bob/../alice/notes""#,
+    ] {
+        let refused = read("bob-token", params).await;
+        assert_eq!(refused["error"]["code"], -32002, "{params}: {refused}");
+        assert_eq!(refused["id"], 9);
+        assert!(!refused.to_string().contains("alice"), "{refused}");
+    }
+}

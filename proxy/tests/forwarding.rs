@@ -374,6 +374,15 @@ async fn another_name_or_origin_is_403() {
         let answer = request(proxy.port(), "POST", &headers, Some("{}".into())).await;
         assert_eq!(answer.status, 403, "{host} {origin:?}");
     }
+    // The proxy's own origin passes.
+    let host = format!("127.0.0.1:{}", proxy.port());
+    let origin = format!("http://{host}");
+    let headers = [
+        ("content-type", "application/json"),
+        ("origin", origin.as_str()),
+    ];
+    let answer = request(proxy.port(), "POST", &headers, Some("{}".into())).await;
+    assert_eq!(answer.status, 200);
     // Two `Host` lines.
     let headers = [
         ("content-type", "application/json"),
