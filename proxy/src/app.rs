@@ -8,26 +8,21 @@
 //! layer with `[hub]`, and the forwarding service.
 
 use std::error::Error;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::{from_fn_with_state, Next};
-use axum::response::Response;
+use axum::extract::ConnectInfo;
 use axum::Router;
-use http::header::{HOST, ORIGIN};
-use http::uri::Authority;
-use http::StatusCode;
 use mcp_edge::hub::{Bus, ListenHub};
 use mcp_edge::{EdgeLayer, Principal, ServerProfile};
 use serde_json::Value;
 use tower::{Layer, ServiceBuilder};
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use crate::admit::{AdmitLayer, Allowed};
 use crate::allow::Allows;
-use crate::answer;
-use crate::callers::{authenticate, Callers};
+use crate::callers::Callers;
 use crate::config::Config;
 use crate::forward::Forward;
 use crate::publish;
@@ -84,13 +79,12 @@ pub fn build(config: &Config, bus: Option<Arc<dyn Bus>>) -> Result<Proxy, Box<dy
             )
         }
     };
-    let allowed = Arc::new(Allowed {
+    let allowed = Allowed {
         hosts: config.allowed_hosts.clone(),
         origins: config.allowed_origins.clone(),
-    });
+    };
     let mcp = mcp
-        .layer(from_fn_with_state(callers, authenticate))
-        .layer(from_fn_with_state(allowed, check_host_and_origin))
+        .layer(AdmitLayer::new(allowed, callers))
         .layer(RequestBodyTimeoutLayer::new(BODY_READ));
     Ok(Proxy {
         mcp,
@@ -146,118 +140,4 @@ fn redis_bus(settings: &crate::config::Hub) -> Option<Result<Arc<dyn Bus>, Box<d
         bus.map(|bus| Arc::new(bus) as Arc<dyn Bus>)
             .map_err(Into::into),
     )
-}
-
-/// The names and origins a request may come under.
-struct Allowed {
-    hosts: Vec<String>,
-    origins: Vec<String>,
-}
-
-impl Allowed {
-    /// Whether `host` (a `Host` header) names the proxy: an IP address or
-    /// `localhost` (no page can get one of those resolved to the proxy), or
-    /// a name of `allowed_hosts`; any port.
-    fn host(&self, host: &str) -> bool {
-        let Ok(authority) = host.parse::<Authority>() else {
-            return false;
-        };
-        let name = authority.host();
-        let address = name
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-            .is_ok();
-        address
-            || name.eq_ignore_ascii_case("localhost")
-            || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
-    }
-
-    /// Whether `origin` (an `Origin` header) may call the proxy under
-    /// `host` (its `Host`, allowed already): one of `allowed_origins`, or
-    /// the proxy's own origin (`http` or `https` and that very host: a
-    /// page the proxy itself serves, or one behind a TLS terminator).
-    fn origin(&self, origin: &[u8], host: &str) -> bool {
-        if self.origins.iter().any(|a| a.as_bytes() == origin) {
-            return true;
-        }
-        let origin = std::str::from_utf8(origin).unwrap_or_default();
-        let own = |scheme: &str| {
-            origin
-                .strip_prefix(scheme)
-                .and_then(|rest| rest.strip_prefix("://"))
-                .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
-        };
-        own("http") || own("https")
-    }
-}
-
-/// Refuses, 403, a request under a name the proxy does not answer to, or
-/// from an `Origin` not allowed: a page of another origin that got its name
-/// resolved to the proxy (DNS rebinding) gets nothing. A request without
-/// `Origin` (not from a browser) passes the second check.
-async fn check_host_and_origin(
-    State(allowed): State<Arc<Allowed>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let headers = request.headers();
-    // One `Host`: two could name the proxy to one reader and another
-    // name to the next.
-    let mut hosts = headers.get_all(HOST).iter();
-    let host = match (hosts.next(), hosts.next()) {
-        (Some(host), None) => host.to_str().unwrap_or_default(),
-        _ => "",
-    };
-    let host_ok = allowed.host(host);
-    let origins_ok = headers
-        .get_all(ORIGIN)
-        .iter()
-        .all(|o| allowed.origin(o.as_bytes(), host));
-    if !host_ok || !origins_ok {
-        tracing::warn!(
-            host_ok,
-            origins_ok,
-            "a request under another name or origin was refused"
-        );
-        return answer::error(
-            StatusCode::FORBIDDEN,
-            None,
-            -32600,
-            "Forbidden: Host or Origin not allowed",
-        );
-    }
-    next.run(request).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_are_addresses_localhost_or_named_and_origins_are_named() {
-        let allowed = Allowed {
-            hosts: vec!["mcp.example.com".into()],
-            origins: vec!["https://app.example.com".into()],
-        };
-        for host in [
-            "127.0.0.1:8080",
-            "[::1]:1",
-            "10.0.0.7",
-            "localhost:8080",
-            "MCP.example.com:443",
-        ] {
-            assert!(allowed.host(host), "{host}");
-        }
-        for host in ["evil.example:8080", "example.com", "", "a b"] {
-            assert!(!allowed.host(host), "{host}");
-        }
-        let host = "127.0.0.1:8080";
-        assert!(allowed.origin(b"https://app.example.com", host));
-        assert!(allowed.origin(b"http://127.0.0.1:8080", host));
-        assert!(allowed.origin(b"https://127.0.0.1:8080", host));
-        assert!(!allowed.origin(b"http://127.0.0.1:8081", host));
-        assert!(!allowed.origin(b"https://app.example.com.evil", host));
-        assert!(!allowed.origin(b"null", host));
-    }
 }

@@ -2,13 +2,10 @@
 //! keys of a JWKS file, or no `Authorization` at all (the anonymous
 //! caller). Any other `Authorization` is answered 401 with
 //! `WWW-Authenticate`, as the MCP authorization spec asks, and never
-//! reaches the upstream.
+//! reaches the upstream (`admit` asks this module, for every request).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::Response;
 use http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -97,40 +94,25 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     differ == 0
 }
 
-/// The middleware: puts the caller's [`Principal`] into the request's
-/// extensions (none for an anonymous caller), or answers 401.
-pub async fn authenticate(
-    State(callers): State<Arc<Callers>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match callers.identify(request.headers()) {
-        Ok(Some(principal)) => {
-            request.extensions_mut().insert(principal);
-        }
-        Ok(None) => {}
-        Err(refused) => return unauthorized(refused),
+impl Refused {
+    /// 401, with the challenge the MCP authorization spec asks for.
+    pub fn answer(self) -> Response {
+        let (challenge, message) = match self {
+            Refused::Malformed => (
+                r#"Bearer error="invalid_request""#,
+                "Unauthorized: the Authorization header must be one `Bearer` token",
+            ),
+            Refused::Invalid => (
+                r#"Bearer error="invalid_token""#,
+                "Unauthorized: the bearer token is not accepted",
+            ),
+        };
+        let mut response = answer::error(StatusCode::UNAUTHORIZED, None, -32001, message);
+        response
+            .headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        response
     }
-    next.run(request).await
-}
-
-/// 401, with the challenge the MCP authorization spec asks for.
-fn unauthorized(refused: Refused) -> Response {
-    let (challenge, message) = match refused {
-        Refused::Malformed => (
-            r#"Bearer error="invalid_request""#,
-            "Unauthorized: the Authorization header must be one `Bearer` token",
-        ),
-        Refused::Invalid => (
-            r#"Bearer error="invalid_token""#,
-            "Unauthorized: the bearer token is not accepted",
-        ),
-    };
-    let mut response = answer::error(StatusCode::UNAUTHORIZED, None, -32001, message);
-    response
-        .headers_mut()
-        .insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
-    response
 }
 
 /// JWT verification against a JWKS file's keys.
