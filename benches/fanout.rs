@@ -4,7 +4,13 @@
 //! ```text
 //! fanout --reference PORT:PID --floor PORT:PID [--streams 1000]
 //!        [--updates 50] [--rounds 4] [--wait-secs 10] [--interleave]
+//! fanout --proxy PORT:PID --publish PORT:TOKEN --reference PORT:PID [...]
 //! ```
+//!
+//! With `--proxy` (`benches/proxy.sh`), the first server is mcp-edge-proxy
+//! holding the streams (`[hub]`), its trigger a `POST /publish` of the
+//! update to `--publish` with the token, and the second the reference
+//! server: the ratio is proxy / reference.
 //!
 //! Each round runs both servers, alternating which goes first (ABAB…).
 //! A run on one server opens `--streams` listen streams, one connection
@@ -62,6 +68,9 @@ struct Server {
     name: &'static str,
     port: u16,
     pid: u32,
+    /// How it is told an update: `tools/call` of `touch_resource` on its
+    /// own port, or a `POST /publish` to this port with this token.
+    publish: Option<(u16, &'static str)>,
 }
 
 struct Args {
@@ -82,11 +91,12 @@ fn server(name: &'static str, value: &str) -> std::result::Result<Server, String
         name,
         port: port.parse().map_err(|e| format!("--{name} port: {e}"))?,
         pid: pid.parse().map_err(|e| format!("--{name} pid: {e}"))?,
+        publish: None,
     })
 }
 
 fn parse_args() -> std::result::Result<Option<Args>, String> {
-    let (mut reference, mut floor) = (None, None);
+    let (mut reference, mut floor, mut proxy, mut publish) = (None, None, None, None);
     let (mut streams, mut updates, mut rounds, mut wait) = (1000, 50, 4, 10);
     let mut interleave = false;
     let mut argv = std::env::args().skip(1);
@@ -103,6 +113,14 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
         match flag.as_str() {
             "--reference" => reference = Some(server("reference", &value)?),
             "--floor" => floor = Some(server("floor", &value)?),
+            "--proxy" => proxy = Some(server("proxy", &value)?),
+            "--publish" => {
+                let (port, token) = value.split_once(':').ok_or("--publish needs PORT:TOKEN")?;
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|e| format!("--publish port: {e}"))?;
+                publish = Some((port, &*Box::leak(token.to_owned().into_boxed_str())));
+            }
             "--streams" => streams = number()?.max(1),
             "--updates" => updates = number()?.max(1),
             "--rounds" => rounds = number()?.max(1),
@@ -110,11 +128,16 @@ fn parse_args() -> std::result::Result<Option<Args>, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    let (Some(reference), Some(floor)) = (reference, floor) else {
-        return Ok(None);
+    let servers = match (proxy, reference, floor) {
+        (Some(mut proxy), Some(reference), None) => {
+            proxy.publish = Some(publish.ok_or("--proxy needs --publish PORT:TOKEN")?);
+            [proxy, reference]
+        }
+        (None, Some(reference), Some(floor)) => [reference, floor],
+        _ => return Ok(None),
     };
     Ok(Some(Args {
-        servers: [reference, floor],
+        servers,
         streams,
         updates,
         rounds,
@@ -177,6 +200,34 @@ impl Conn {
             if let Some((name, value)) = line.split_once(':') {
                 chunked |=
                     name.eq_ignore_ascii_case("transfer-encoding") && value.contains("chunked");
+            }
+        }
+    }
+
+    /// A response's status line and headers: its status and its
+    /// `Content-Length` (0 when absent).
+    async fn head(&mut self) -> Result<(u16, usize)> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).await? == 0 {
+            return Err("connection closed before a response".into());
+        }
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| format!("bad status line {line:?}"))?;
+        let mut length = 0;
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).await?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                return Ok((status, length));
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse()?;
+                }
             }
         }
     }
@@ -331,9 +382,43 @@ async fn read_stream(mut conn: Conn, id: usize, arrivals: Arc<Arrivals>) {
     }
 }
 
+/// The update of [`URI`], sent on the keep-alive connection `conn` as
+/// `server` is told one: `touch_resource`, or a publication.
+async fn trigger(conn: &mut Conn, server: Server, id: usize) -> Result<()> {
+    match server.publish {
+        None => touch(conn, id).await,
+        Some((_, token)) => publish(conn, token).await,
+    }
+}
+
+/// `POST /publish` of an update of [`URI`] with `token`; answered 202.
+async fn publish(conn: &mut Conn, token: &str) -> Result<()> {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"{URI}"}}}}"#
+    );
+    let request = format!(
+        "POST /publish HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        conn.port,
+        body.len()
+    );
+    conn.reader.get_mut().write_all(request.as_bytes()).await?;
+    let (status, length) = conn.head().await?;
+    let mut answer = vec![0; length];
+    conn.reader.read_exact(&mut answer).await?;
+    if status != 202 {
+        return Err(format!(
+            "publish answered {status}: {}",
+            String::from_utf8_lossy(&answer)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// `touch_resource` of [`URI`] on the keep-alive connection `conn`; the
 /// answer is read whole.
-async fn trigger(conn: &mut Conn, id: usize) -> Result<()> {
+async fn touch(conn: &mut Conn, id: usize) -> Result<()> {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{{META},"name":"touch_resource","arguments":{{"uri":"{URI}"}}}}}}"#
     );
@@ -462,10 +547,11 @@ struct Opened {
 impl Opened {
     /// Opens `args.streams` listen streams on `server`, for up to `updates` updates.
     async fn open(server: Server, args: &Args, updates: usize) -> Result<Self> {
-        let mut trigger_conn = Conn::open(server.port).await?;
+        let mut trigger_conn =
+            Conn::open(server.publish.map_or(server.port, |(port, _)| port)).await?;
         // One trigger before anything is measured: whatever the server sets up
         // on first use is set up.
-        trigger(&mut trigger_conn, 0).await?;
+        trigger(&mut trigger_conn, server, 0).await?;
         let rss_before = rss_kib(server.pid)?;
         let arrivals = Arc::new(Arrivals::new(args.streams, updates));
         let mut readers = Vec::with_capacity(args.streams);
@@ -499,7 +585,7 @@ impl Opened {
         self.sent += 1;
         let cpu_before = cpu_ticks(self.server.pid)?;
         let sent = self.arrivals.now();
-        trigger(&mut self.trigger, update + 1).await?;
+        trigger(&mut self.trigger, self.server, update + 1).await?;
         self.arrivals.wait(update, wait).await;
         let cpu = cpu_ticks(self.server.pid)? - cpu_before;
         let mut times = self.arrivals.of(update, sent);
@@ -591,7 +677,8 @@ async fn rounds(args: &Args, hz: f64) -> Result<([Vec<Run>; 2], Vec<f64>)> {
             runs[i].push(measured);
         }
         let ratio = runs[0][round - 1].last / runs[1][round - 1].last;
-        println!("FANOUT_ROUND\tround {round}\treference/floor last delivery {ratio:.3}");
+        let (a, b) = (args.servers[0].name, args.servers[1].name);
+        println!("FANOUT_ROUND\tround {round}\t{a}/{b} last delivery {ratio:.3}");
         ratios.push(ratio);
     }
     Ok((runs, ratios))
@@ -655,12 +742,16 @@ async fn main() -> Result<()> {
             .iter()
             .fold((f64::INFINITY, 0.0f64), |(l, h), r| (l.min(*r), h.max(*r)));
         println!(
-            "FANOUT_RATIO\treference/floor last delivery {ratio:.3}\t(median of {} pairs, {low:.3} to {high:.3})",
+            "FANOUT_RATIO\t{}/{} last delivery {ratio:.3}\t(median of {} pairs, {low:.3} to {high:.3})",
+            args.servers[0].name,
+            args.servers[1].name,
             ratios.len()
         );
     } else {
         println!(
-            "FANOUT_RATIO\treference/floor last delivery {ratio:.3}\t(median of {:?})",
+            "FANOUT_RATIO\t{}/{} last delivery {ratio:.3}\t(median of {:?})",
+            args.servers[0].name,
+            args.servers[1].name,
             ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>()
         );
     }

@@ -44,6 +44,7 @@ pin_project_lite::pin_project! {
     #[project = KindProj]
     pub enum ProxyBody {
         Upstream { #[pin] body: hyper::body::Incoming },
+        Pooled { #[pin] body: crate::upstream::Pooled },
         Own { body: Option<Bytes> },
     }
 }
@@ -67,6 +68,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match self.project() {
             KindProj::Upstream { body } => body.poll_frame(cx),
+            KindProj::Pooled { body } => body.poll_frame(cx),
             KindProj::Own { body } => Poll::Ready(body.take().map(|bytes| Ok(Frame::data(bytes)))),
         }
     }
@@ -75,6 +77,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match self {
             Self::Upstream { body } => body.is_end_stream(),
+            Self::Pooled { body } => body.is_end_stream(),
             Self::Own { body } => body.is_none(),
         }
     }
@@ -83,6 +86,7 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             Self::Upstream { body } => body.size_hint(),
+            Self::Pooled { body } => body.size_hint(),
             Self::Own { body } => SizeHint::with_exact(body.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }

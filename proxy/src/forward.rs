@@ -32,10 +32,8 @@ use http::header::{self, HeaderName};
 use http::request::Parts;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::BodyExt;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use mcp_edge::{Principal, RequestBody};
 use serde_json::value::RawValue;
@@ -45,10 +43,9 @@ use crate::answer::{self, ProxyBody};
 use crate::config::Config;
 use crate::inspect::Inspected;
 use crate::sessions::{Over, Sessions};
+use crate::upstream::{Pool, UpstreamBody};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-/// What goes to the upstream: the request's body, its first frame read.
-type UpstreamBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The legacy era's session header.
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -73,7 +70,7 @@ pub struct Forward {
 }
 
 struct Upstream {
-    client: Client<HttpConnector, UpstreamBody>,
+    client: Client,
     /// Who may read what, with `check_reads`.
     reads: Option<Allows>,
     max_body: usize,
@@ -88,14 +85,8 @@ struct Upstream {
 impl Forward {
     /// The forwarding service of `config`, granting reads by `allows`.
     pub fn new(config: &Config, allows: Allows) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(config.connect_timeout()));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .http2_only(config.upstream_http2)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
         let authority = config.upstream.authority().expect("checked").as_str();
+        let client = Client::new(config, authority);
         Self {
             upstream: Arc::new(Upstream {
                 client,
@@ -183,7 +174,7 @@ impl Upstream {
         let authorization = parts.headers.get(header::AUTHORIZATION).cloned();
         let body = Prefixed { first, rest: body }.boxed_unsync();
         let request = Request::from_parts(parts, body);
-        let answer = match tokio::time::timeout(self.response_timeout, self.client.request(request))
+        let answer = match tokio::time::timeout(self.response_timeout, self.client.send(request))
             .await
         {
             Ok(Ok(answer)) => answer,
@@ -214,7 +205,7 @@ impl Upstream {
                 }
             }
         }
-        Response::from_parts(head, ProxyBody::Upstream { body })
+        Response::from_parts(head, body)
     }
 
     /// The request's head as the upstream gets it.
@@ -274,9 +265,9 @@ impl Upstream {
         let Ok(request) = request.body(empty) else {
             return;
         };
-        let closing = self.client.request(request);
+        let client = self.client.clone();
         tokio::spawn(async move {
-            if let Err(error) = closing.await {
+            if let Err(error) = client.send(request).await {
                 tracing::debug!(%error, "a session over the bounds could not be closed upstream");
             }
         });
@@ -409,6 +400,59 @@ where
             hint.set_upper(upper + first);
         }
         hint
+    }
+}
+
+/// The connections to the upstream: HTTP/1.1 in a pool of connections
+/// each driven by its request ([`Pool`]), or h2c over hyper's pooled
+/// client (one multiplexed connection, in a task of its own).
+#[derive(Clone)]
+enum Client {
+    Http1(Pool),
+    Http2(Box<hyper_util::client::legacy::Client<HttpConnector, UpstreamBody>>),
+}
+
+impl Client {
+    fn new(config: &Config, authority: &str) -> Self {
+        if !config.upstream_http2 {
+            let port = config.upstream.port_u16().unwrap_or(80);
+            let host = config.upstream.host().expect("checked");
+            let address = match authority.contains(':') {
+                true => authority.to_owned(),
+                false => format!("{host}:{port}"),
+            };
+            return Self::Http1(Pool::new(address, config.connect_timeout()));
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(config.connect_timeout()));
+        connector.set_nodelay(true);
+        let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        Self::Http2(Box::new(client))
+    }
+
+    /// Sends `request`: its answer's head, its body streaming.
+    async fn send(
+        &self,
+        mut request: Request<UpstreamBody>,
+    ) -> Result<Response<ProxyBody>, String> {
+        match self {
+            Client::Http1(pool) => {
+                // HTTP/1.1 to a server: the origin form (`/mcp`), with `Host`.
+                let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+                *request.uri_mut() = Uri::try_from(path).map_err(|e| e.to_string())?;
+                match pool.send(request).await {
+                    Ok(answer) => Ok(answer.map(|body| ProxyBody::Pooled { body })),
+                    Err(failure) => Err(failure.to_string()),
+                }
+            }
+            Client::Http2(client) => match client.request(request).await {
+                Ok(answer) => Ok(answer.map(|body| ProxyBody::Upstream { body })),
+                Err(error) => Err(error.to_string()),
+            },
+        }
     }
 }
 

@@ -19,3 +19,4 @@ pub mod inspect;
 pub mod metrics;
 pub mod publish;
 pub mod sessions;
+pub mod upstream;

@@ -436,3 +436,86 @@ fn check_config_reads_everything_and_exits() {
     assert!(String::from_utf8_lossy(&help.stdout).contains("--check-config"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An upstream on `listener` that answers every request `ok` and counts
+/// the connections it accepted; aborting the task closes them all.
+fn counting_upstream(
+    listener: tokio::net::TcpListener,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        // The connections end with this task (the set aborts them).
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            connections.spawn(async move {
+                let service =
+                    hyper::service::service_fn(|_: http::Request<hyper::body::Incoming>| async {
+                        Ok::<_, std::convert::Infallible>(http::Response::new(
+                            http_body_util::Full::new(Bytes::from_static(
+                                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}",
+                            )),
+                        ))
+                    });
+                let io = hyper_util::rt::TokioIo::new(tcp);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    })
+}
+
+/// Requests in turn share one upstream connection; when the upstream goes
+/// away and comes back, the pooled connection it closed is replaced and
+/// the next request is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_reused_and_a_closed_one_replaced() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let upstream = counting_upstream(listener, accepted.clone());
+    let proxy = Running::start(&config(port, "")).await;
+    for id in 0..5 {
+        let answer = modern(proxy.port(), None, id, "tools/list", None, "").await;
+        assert_eq!(answer.status, 200);
+        answer.text().await;
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one connection for five requests"
+    );
+
+    // The upstream restarts: its connections are gone.
+    upstream.abort();
+    let _ = upstream.await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let listener = loop {
+        if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            break listener;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let again = Arc::new(AtomicUsize::new(0));
+    let _upstream = counting_upstream(listener, again.clone());
+    let answer = modern(proxy.port(), None, 9, "tools/list", None, "").await;
+    assert_eq!(answer.status, 200, "answered on a new connection");
+    assert_eq!(again.load(Ordering::SeqCst), 1);
+}
+
+/// `upstream_http2`: h2c by prior knowledge to the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_to_the_upstream() {
+    let upstream = echo().await;
+    let text = format!("upstream_http2 = true\n{}", toml_tables(upstream.port));
+    let proxy = Running::start(&mcp_edge_proxy::config::Config::parse(&text).unwrap()).await;
+    let headers = seen_through(&proxy, &[("authorization", "Bearer bob-token")]).await;
+    assert_eq!(headers["x-mcp-principal"], "bob");
+}
