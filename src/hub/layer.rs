@@ -143,7 +143,11 @@ where
 /// its final type: see [`ResponseFuture`]).
 fn stream(stream: ListenStream) -> Response<ResponseBody<Bytes>> {
     let mut response = Response::new(ResponseBody::of(BodyKind::Stream { stream }));
+    // Room for these two and the `Transfer-Encoding` hyper adds, no more:
+    // hyper keeps a connection's last response headers for its next
+    // answer, so this map lives as long as the stream.
     let headers = response.headers_mut();
+    headers.reserve(3);
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
