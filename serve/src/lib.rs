@@ -259,17 +259,19 @@ impl hyper::service::Service<http::Request<Incoming>> for PeerService {
         request.extensions_mut().insert(ConnectInfo(peer.address));
         Answer {
             // A `Router` is always ready.
-            future: peer.router.clone().call(request),
+            future: Box::pin(peer.router.clone().call(request)),
             in_flight: Some(peer.activity.begin()),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The router's answer, its body counted in flight.
+    /// The router's answer, its body counted in flight. The router's
+    /// future is boxed: hyper keeps room for a connection's future as long
+    /// as the connection lives, and a held stream's connection then keeps
+    /// a pointer's room, not the router's whole state.
     struct Answer {
-        #[pin]
-        future: axum::routing::future::RouteFuture<Infallible>,
+        future: Pin<Box<axum::routing::future::RouteFuture<Infallible>>>,
         in_flight: Option<InFlight>,
     }
 }
@@ -279,7 +281,7 @@ impl Future for Answer {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let response = std::task::ready!(this.future.poll(cx))?;
+        let response = std::task::ready!(this.future.as_mut().poll(cx))?;
         let in_flight = this.in_flight.take();
         Poll::Ready(Ok(response.map(|body| Counted {
             body,
