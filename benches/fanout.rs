@@ -547,8 +547,8 @@ struct Opened {
 impl Opened {
     /// Opens `args.streams` listen streams on `server`, for up to `updates` updates.
     async fn open(server: Server, args: &Args, updates: usize) -> Result<Self> {
-        let mut trigger_conn =
-            Conn::open(server.publish.map_or(server.port, |(port, _)| port)).await?;
+        let trigger_port = server.publish.map_or(server.port, |(port, _)| port);
+        let mut trigger_conn = Conn::open(trigger_port).await?;
         // One trigger before anything is measured: whatever the server sets up
         // on first use is set up.
         trigger(&mut trigger_conn, server, 0).await?;
@@ -568,6 +568,10 @@ impl Opened {
         // Let the server settle (its acknowledgments are written, its timers armed).
         tokio::time::sleep(Duration::from_millis(200)).await;
         let rss_open = rss_kib(server.pid)?;
+        // A fresh connection for the updates: opening the streams may take
+        // longer than the server keeps an idle connection.
+        drop(trigger_conn);
+        let trigger_conn = Conn::open(trigger_port).await?;
         Ok(Self {
             server,
             trigger: trigger_conn,
