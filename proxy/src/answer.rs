@@ -91,3 +91,13 @@ impl Body for ProxyBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every answer's body, a held listen stream's included, is as large
+    /// as this enum's largest variant: the upstream's connection stays out.
+    #[test]
+    fn the_body_of_every_answer_stays_small() {
+        assert!(std::mem::size_of::<super::ProxyBody>() <= 128);
+    }
+}

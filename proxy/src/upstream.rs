@@ -37,10 +37,12 @@ pub const MAX_IDLE: usize = 256;
 const IDLE: Duration = Duration::from_secs(60);
 
 /// One connection: the handle requests go through, and the connection
-/// itself, which whoever holds it polls.
+/// itself, which whoever holds it polls. The connection is boxed: an
+/// answer's body holds a `Link`, and every body through the proxy, a held
+/// listen stream's included, has the size of the largest.
 struct Link {
     sender: SendRequest<UpstreamBody>,
-    connection: Connection<TokioIo<TcpStream>, UpstreamBody>,
+    connection: Box<Connection<TokioIo<TcpStream>, UpstreamBody>>,
 }
 
 /// Why a request got no answer from the upstream.
@@ -175,6 +177,7 @@ impl Inner {
         let (sender, connection) = http1::handshake(TokioIo::new(tcp))
             .await
             .map_err(Failure::Exchange)?;
+        let connection = Box::new(connection);
         Ok(Link { sender, connection })
     }
 }
