@@ -12,6 +12,9 @@ use http::Uri;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+/// A publish token shorter than this is warned about.
+const MIN_TOKEN: usize = 16;
+
 /// The whole file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,7 +176,8 @@ impl Default for Connections {
 pub struct Hub {
     /// Where the upstream posts its changes (`POST /publish`).
     pub publish: SocketAddr,
-    /// The bearer token a publication must carry.
+    /// The bearer token a publication must carry (not empty; one shorter
+    /// than 16 characters is warned about).
     pub publish_token: String,
     /// A Redis shared with the other proxies.
     pub redis: Option<String>,
@@ -333,8 +337,8 @@ impl Config {
             }
         }
         if let Some(hub) = &self.hub {
-            if hub.publish_token.len() < 16 {
-                return fail("`hub.publish_token` must hold at least 16 characters".to_owned());
+            if hub.publish_token.is_empty() {
+                return fail("`hub.publish_token` must not be empty".to_owned());
             }
             if hub.redis.is_some() && hub.redis_cluster.is_some() {
                 return fail("`hub`: give `redis` or `redis_cluster`, not both".to_owned());
@@ -353,6 +357,21 @@ impl Config {
             return fail("`metrics` must be an address of its own".to_owned());
         }
         Ok(())
+    }
+
+    /// What is allowed but unwise, one line each, for the log at start
+    /// and `--check-config`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(hub) = &self.hub {
+            if hub.publish_token.len() < MIN_TOKEN {
+                warnings.push(format!(
+                    "`hub.publish_token` is shorter than {MIN_TOKEN} characters: \
+                     whoever guesses it can publish to every stream"
+                ));
+            }
+        }
+        warnings
     }
 
     pub fn connect_timeout(&self) -> Duration {
@@ -374,7 +393,7 @@ upstream = "http://127.0.0.1:3000/mcp"
 "#;
 
     #[test]
-    fn the_issue_example_parses_with_its_defaults() {
+    fn the_documented_example_parses_with_its_defaults() {
         let config = Config::parse(
             r#"
 listen = "127.0.0.1:8080"
@@ -395,13 +414,17 @@ uri_prefixes = ["demo://users/alice/"]
 
 [hub]
 publish = "127.0.0.1:9091"
-publish_token = "change-me-change-me"
+publish_token = "change-me"
 "#,
         )
         .unwrap();
         assert_eq!(config.callers[0].principal, "alice");
         assert_eq!(config.principal_header, "x-mcp-principal");
         assert!(config.forward_authorization);
+        // A short publish token is allowed, and said to be unwise.
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("shorter than 16"), "{warnings:?}");
         let hub = config.hub.unwrap();
         assert_eq!(
             (hub.max_streams, hub.prefix.as_str()),
@@ -421,8 +444,8 @@ publish_token = "change-me-change-me"
             ),
             ("[[allow]]\nprincipals = []\nuri_prefixes = [\"a\"]\n", "allow[0]"),
             (
-                "[hub]\npublish = \"127.0.0.1:9\"\npublish_token = \"short\"\n",
-                "at least 16",
+                "[hub]\npublish = \"127.0.0.1:9\"\npublish_token = \"\"\n",
+                "must not be empty",
             ),
             (
                 "[hub]\npublish = \"127.0.0.1:9\"\npublish_token = \"0123456789abcdef\"\nredis = \"redis://a\"\nredis_cluster = [\"redis://b\"]\n",
