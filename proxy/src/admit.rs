@@ -2,7 +2,7 @@
 //! checks of every request's head. A request under a name the proxy does
 //! not answer to, or from an `Origin` not allowed, is refused 403: a page of
 //! another origin that got its name resolved to the proxy (DNS rebinding)
-//! gets nothing. Then the caller ([`Callers`]): its [`Principal`] goes into
+//! gets nothing. Then the caller ([`Callers`]): its [`Principal`](mcp_edge::Principal) goes into
 //! the request's extensions (none for an anonymous caller), or a bad
 //! `Authorization` is answered 401.
 
