@@ -162,6 +162,9 @@ pub use self::hooks::{
 pub use self::http::body::RequestBody;
 pub use self::listen_filter::layer::ListenFilterLayer;
 pub use self::listen_filter::service::ListenFilter;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use self::metrics::describe as describe_metrics;
 pub use self::profile::{BuildError, Limits, ServerProfile, ServerProfileBuilder, UnreadableUris};
 pub use self::rejection::Rejection;
 

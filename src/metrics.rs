@@ -16,6 +16,158 @@ use ::metrics::{counter, histogram};
 use crate::codec::scan::Method;
 use crate::hooks::HookFuture;
 
+/// Every counter: its name, what it counts, and its label with the
+/// label's values (none for a counter without labels).
+#[cfg(feature = "metrics")]
+const COUNTERS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "mcp_edge_requests_intercepted_total",
+        "Requests a layer took to check or rewrite.",
+        "method",
+        &[
+            "initialize",
+            "server/discover",
+            "subscriptions/listen",
+            "resources/subscribe",
+        ],
+    ),
+    (
+        "mcp_edge_requests_refused_total",
+        "Requests a layer answered itself, by reason.",
+        "reason",
+        &[
+            "header_mismatch",
+            "parse",
+            "invalid_request",
+            "body_too_large",
+            "body_unreadable",
+            "encoded",
+            "invalid_listen",
+            "missing_tasks_capability",
+            "unreadable_resource",
+            "invalid_params",
+            "resource_not_found",
+            "subscription_refused",
+            "method_removed",
+            "subscription_id_in_use",
+        ],
+    ),
+    (
+        "mcp_edge_answers_replaced_total",
+        "Inner answers the edge could not vouch for, replaced by an error.",
+        "reason",
+        &[
+            "compressed",
+            "unreadable",
+            "foreign",
+            "malformed",
+            "truncated",
+        ],
+    ),
+    (
+        "mcp_edge_events_dropped_total",
+        "Events left out on their way to a client, by where.",
+        "reason",
+        &[
+            "guard",
+            "screen",
+            "send_time",
+            "backlog",
+            "bus",
+            "capabilities",
+        ],
+    ),
+    (
+        "mcp_edge_listen_streams_ended_total",
+        "Listens ended, by reason.",
+        "reason",
+        &[
+            "client_gone",
+            "backlog",
+            "shutdown",
+            "cap",
+            "empty",
+            "duplicate",
+        ],
+    ),
+    (
+        "mcp_edge_listen_refused_total",
+        "Listens the hub refused over a cap.",
+        "limit",
+        &["streams", "streams_per_caller"],
+    ),
+    (
+        "mcp_edge_hub_deliveries_total",
+        "Events the hub queued on its streams, one per stream per change.",
+        "",
+        &[],
+    ),
+    (
+        "mcp_edge_bus_messages_dropped_total",
+        "Messages heard on the Redis bus and dropped, by reason.",
+        "reason",
+        &["malformed", "queue_full", "duplicate"],
+    ),
+    (
+        "mcp_edge_bus_channels_moved_total",
+        "Channels whose Redis Cluster slot moved while subscribed.",
+        "",
+        &[],
+    ),
+    (
+        "mcp_edge_access_decisions_total",
+        "Look-ups in the decision cache of the ResourceAccess hook.",
+        "result",
+        &["hit", "miss"],
+    ),
+];
+
+/// Describes every metric the edge records to the installed recorder, and
+/// records each counter at 0 for each of its label values and the open
+/// listen streams at 0: a scrape before any traffic lists every metric
+/// (the Redis bus's `mcp_edge_bus_connected` comes with the bus). Call it
+/// once, after installing the recorder.
+#[cfg(feature = "metrics")]
+pub fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    for &(name, help, key, values) in COUNTERS {
+        describe_counter!(name, help);
+        if values.is_empty() {
+            counter!(name).increment(0);
+        }
+        for &value in values {
+            counter!(name, key => value).increment(0);
+        }
+    }
+    describe_gauge!(
+        "mcp_edge_listen_streams",
+        "Listen streams the hub serves now."
+    );
+    describe_gauge!(
+        "mcp_edge_bus_connected",
+        "1 while the Redis bus is connected, 0 while it is not."
+    );
+    #[cfg(feature = "hub")]
+    gauge!("mcp_edge_listen_streams").set(0.0);
+    describe_histogram!(
+        "mcp_edge_access_hook_seconds",
+        Unit::Seconds,
+        "How long the ResourceAccess hook took to answer."
+    );
+    describe_histogram!(
+        "mcp_edge_listen_stream_duration_seconds",
+        Unit::Seconds,
+        "How long each hub listen stream was open."
+    );
+    for name in [
+        "mcp_edge_access_hook_seconds",
+        "mcp_edge_listen_stream_duration_seconds",
+    ] {
+        // Registered, so that the exporter lists it.
+        let _ = histogram!(name);
+    }
+}
+
 /// Why the layer put an error in the place of the inner service's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Replaced {
@@ -67,6 +219,7 @@ pub(crate) enum Refusal {
     ResourceNotFound,
     SubscriptionRefused,
     MethodRemoved,
+    SubscriptionIdInUse,
 }
 
 /// Why a message heard on the bus was dropped.
@@ -89,6 +242,69 @@ pub(crate) enum Limit {
     Streams,
     /// Open streams of one caller.
     StreamsPerCaller,
+}
+
+/// How a listen ended: the reason a hub stream closed, or why the edge
+/// answered the listen at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// The client went away (the stream was dropped).
+    #[cfg(feature = "hub")]
+    ClientGone,
+    /// The stream fell behind its backlog.
+    #[cfg(feature = "hub")]
+    Backlog,
+    /// The hub shut down.
+    #[cfg(feature = "hub")]
+    Shutdown,
+    /// Refused over a cap of the hub.
+    #[cfg(feature = "hub")]
+    Cap,
+    /// Nothing honoured: acknowledged and ended at once.
+    Empty,
+    /// Refused: its caller has a live listen under the same subscription id.
+    Duplicate,
+}
+
+/// A listen ended, for `reason`.
+#[inline]
+pub(crate) fn listen_ended(reason: Ended) {
+    #[cfg(feature = "metrics")]
+    {
+        match reason {
+            #[cfg(feature = "hub")]
+            Ended::ClientGone => {
+                counter!("mcp_edge_listen_streams_ended_total", "reason" => "client_gone")
+            }
+            #[cfg(feature = "hub")]
+            Ended::Backlog => {
+                counter!("mcp_edge_listen_streams_ended_total", "reason" => "backlog")
+            }
+            #[cfg(feature = "hub")]
+            Ended::Shutdown => {
+                counter!("mcp_edge_listen_streams_ended_total", "reason" => "shutdown")
+            }
+            #[cfg(feature = "hub")]
+            Ended::Cap => counter!("mcp_edge_listen_streams_ended_total", "reason" => "cap"),
+            Ended::Empty => counter!("mcp_edge_listen_streams_ended_total", "reason" => "empty"),
+            Ended::Duplicate => {
+                counter!("mcp_edge_listen_streams_ended_total", "reason" => "duplicate")
+            }
+        }
+        .increment(1);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = reason;
+}
+
+/// A hub stream closed after `lifetime` open.
+#[cfg(feature = "hub")]
+#[inline]
+pub(crate) fn listen_lifetime(lifetime: std::time::Duration) {
+    #[cfg(feature = "metrics")]
+    histogram!("mcp_edge_listen_stream_duration_seconds").record(lifetime);
+    #[cfg(not(feature = "metrics"))]
+    let _ = lifetime;
 }
 
 /// A layer took a request with `method` to check or rewrite.
@@ -159,6 +375,9 @@ pub(crate) fn refused(reason: Refusal) {
             }
             Refusal::MethodRemoved => {
                 counter!("mcp_edge_requests_refused_total", "reason" => "method_removed")
+            }
+            Refusal::SubscriptionIdInUse => {
+                counter!("mcp_edge_requests_refused_total", "reason" => "subscription_id_in_use")
             }
         }
         .increment(1);
@@ -385,7 +604,36 @@ mod tests {
                 checked.insert(word);
             }
         }
-        // Twelve metrics; 35 label values, `malformed` in two sets.
-        assert_eq!(checked.len(), 12 + 34);
+        // Fourteen metrics; 42 label values, `malformed`, `backlog` and
+        // `duplicate` in two sets each.
+        assert_eq!(checked.len(), 14 + 39);
+    }
+
+    /// What [`super::describe`] registers is what the code records.
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn every_counter_and_label_value_is_registered() {
+        let code = include_str!("metrics.rs");
+        let recording = &code[code.find("/// A listen ended, for `reason`.").unwrap()..];
+        let recording = &recording[..recording.find("#[cfg(test)]\nmod tests").unwrap()];
+        for &(name, _, key, values) in super::COUNTERS {
+            assert!(
+                recording.contains(&format!("counter!(\"{name}\"")),
+                "{name}"
+            );
+            for value in values {
+                assert!(
+                    recording.contains(&format!("\"{key}\" => \"{value}\"")),
+                    "{name} {value}"
+                );
+            }
+        }
+        let registered = super::COUNTERS.iter().map(|c| c.0).collect::<Vec<_>>();
+        for line in recording.lines() {
+            if let Some(at) = line.find("counter!(\"") {
+                let name = line[at + 10..].split('"').next().unwrap();
+                assert!(registered.contains(&name), "{name} is not registered");
+            }
+        }
     }
 }

@@ -66,6 +66,7 @@ impl Rejection {
             Self::Listen(ListenError::InvalidParams(_)) => Refusal::InvalidListen,
             Self::Listen(ListenError::MissingTasksCapability) => Refusal::MissingTasksCapability,
             Self::Listen(ListenError::UnreadableResource) => Refusal::UnreadableResource,
+            Self::Listen(ListenError::SubscriptionIdInUse) => Refusal::SubscriptionIdInUse,
             Self::InvalidParams(_) => Refusal::InvalidParams,
             Self::ResourceNotFound => Refusal::ResourceNotFound,
             Self::SubscriptionRefused => Refusal::SubscriptionRefused,

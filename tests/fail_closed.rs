@@ -264,7 +264,7 @@ fn post_split(
 
 const DISCOVER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"server/discover","params":{}}"#;
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
-const LISTEN: &str = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["demo://public/a","demo://private/b"]}}}"#;
+const LISTEN: &str = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["demo://public/a","demo://private/b"]}}}"#;
 
 /// The lenient inner's answer reached the client with its own capabilities.
 fn leaked(response: &Response<Bytes>) -> bool {

@@ -14,13 +14,23 @@ use axum::Router;
 use http::header::{CONTENT_TYPE, HOST};
 use http::uri::Authority;
 use http::StatusCode;
-use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::answer;
 
+/// A listen stream's lifetime buckets, in seconds.
+const STREAM_SECONDS: &[f64] = &[1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0];
+
 /// Installs the process's recorder; its upkeep runs on the runtime.
 pub fn install() -> Result<PrometheusHandle, BuildError> {
-    let handle = PrometheusBuilder::new().install_recorder()?;
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("mcp_edge_listen_stream_duration_seconds".to_owned()),
+            STREAM_SECONDS,
+        )?
+        .install_recorder()?;
+    // Every metric listed from the first scrape.
+    mcp_edge::describe_metrics();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(std::time::Duration::from_secs(5));

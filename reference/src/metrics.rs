@@ -18,6 +18,10 @@ use crate::edge;
 /// check or a call to an authorization service.
 const HOOK_SECONDS: &[f64] = &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
 
+/// A listen stream's lifetime buckets, in seconds: from a client that
+/// leaves at once to one that stays a day.
+const STREAM_SECONDS: &[f64] = &[1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0];
+
 /// How often the exporter drains its histograms' samples into buckets.
 const UPKEEP: Duration = Duration::from_secs(5);
 
@@ -30,7 +34,13 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full("mcp_edge_access_hook_seconds".to_owned()),
             HOOK_SECONDS,
         )?
+        .set_buckets_for_metric(
+            Matcher::Full("mcp_edge_listen_stream_duration_seconds".to_owned()),
+            STREAM_SECONDS,
+        )?
         .install_recorder()?;
+    // Every metric listed from the first scrape.
+    mcp_edge::describe_metrics();
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(UPKEEP);

@@ -131,6 +131,37 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
     let deliveries = "mcp_edge_hub_deliveries_total";
     let before = scrape(metrics.port).await;
     let (streams_0, deliveries_0) = (sample(&before, streams), sample(&before, deliveries));
+    // Before any listen, every metric is on the page (the bus's comes
+    // with a bus): counters at 0 for each label value, the gauge at 0.
+    for series in [
+        r#"mcp_edge_requests_intercepted_total{method="initialize"} 0"#,
+        r#"mcp_edge_requests_refused_total{reason="subscription_id_in_use"} 0"#,
+        r#"mcp_edge_answers_replaced_total{reason="truncated"} 0"#,
+        r#"mcp_edge_events_dropped_total{reason="bus"} 0"#,
+        r#"mcp_edge_listen_streams_ended_total{reason="empty"} 0"#,
+        r#"mcp_edge_listen_refused_total{limit="streams"} 0"#,
+        "mcp_edge_hub_deliveries_total 0",
+        r#"mcp_edge_bus_messages_dropped_total{reason="duplicate"} 0"#,
+        "mcp_edge_bus_channels_moved_total 0",
+        r#"mcp_edge_access_decisions_total{result="hit"} 0"#,
+        "mcp_edge_listen_streams 0",
+        "# HELP mcp_edge_access_hook_seconds",
+        "# HELP mcp_edge_listen_stream_duration_seconds",
+    ] {
+        assert!(before.contains(series), "{series} not in\n{before}");
+    }
+    let ended =
+        |reason: &str| format!(r#"mcp_edge_listen_streams_ended_total{{reason="{reason}"}}"#);
+    // A listen for what the caller may not read honours nothing: it is
+    // acknowledged and ends at once, holding no slot.
+    let alice_notes = r#""notifications":{"resourceSubscriptions":["demo://users/alice/notes"]}"#;
+    let mut nothing = post(port, "bob-token", "subscriptions/listen", None, alice_notes).await;
+    let answer = read_until(&mut nothing, r#""resultType":"complete""#).await;
+    assert!(
+        answer.contains("notifications/subscriptions/acknowledged"),
+        "{answer}"
+    );
+    settles(metrics.port, &ended("empty"), 1.0).await;
 
     let bob_notes = r#""notifications":{"resourceSubscriptions":["demo://users/bob/notes"]}"#;
     let mut bob = post(port, "bob-token", "subscriptions/listen", None, bob_notes).await;
@@ -175,8 +206,15 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
     read_until(&mut alice, "notifications/tasks").await;
     settles(metrics.port, deliveries, deliveries_0 + 2.0).await;
 
-    drop((bob, alice, again));
+    drop((bob, alice, again, nothing));
     settles(metrics.port, streams, streams_0).await;
+    let text = scrape(metrics.port).await;
+    assert_eq!(sample(&text, &ended("client_gone")), 2.0);
+    assert_eq!(sample(&text, &ended("cap")), 1.0);
+    assert_eq!(
+        sample(&text, "mcp_edge_listen_stream_duration_seconds_count"),
+        2.0
+    );
 
     // Labels come from fixed sets: no URI, caller or task id anywhere.
     let text = scrape(metrics.port).await;

@@ -23,7 +23,9 @@ use self::ack::Ack;
 use self::validate::{declares_tasks, validate, Field, Validated};
 use crate::advertise::{Era, TASKS_EXTENSION};
 use crate::hooks::{answer, Principal};
-use crate::jsonrpc::{JsonRpcError, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::jsonrpc::{
+    JsonRpcError, INVALID_PARAMS, INVALID_REQUEST, MISSING_REQUIRED_CLIENT_CAPABILITY,
+};
 use crate::profile::{ServerProfile, UnreadableUris};
 
 mod ack;
@@ -185,6 +187,12 @@ impl HonouredFilter {
         &self.0.topics
     }
 
+    /// True when the filter honours nothing: its stream would never carry
+    /// a notification, so the listen is acknowledged and ends at once.
+    pub fn is_empty(&self) -> bool {
+        self.0.topics.is_empty()
+    }
+
     /// The honoured fields.
     pub fn kinds(&self) -> Kinds {
         self.0.kinds
@@ -273,6 +281,10 @@ pub enum ListenError {
     /// A URI the caller may not read was asked for under the
     /// [`Refuse`](UnreadableUris::Refuse) policy (-32602, naming no URI).
     UnreadableResource,
+    /// The caller has an open listen under the same subscription id, the
+    /// listen request's id that tags every message of its stream (-32600,
+    /// HTTP 409): two streams under one tag could not be told apart.
+    SubscriptionIdInUse,
 }
 
 impl ListenError {
@@ -291,6 +303,12 @@ impl ListenError {
                 INVALID_PARAMS,
                 "`notifications.resourceSubscriptions` names a resource that cannot be subscribed to",
             ),
+            Self::SubscriptionIdInUse => JsonRpcError::new(
+                INVALID_REQUEST,
+                "an open listen of this caller has this request id as its subscription id: \
+                 listen under another id, or end that listen first",
+            )
+            .with_status(http::StatusCode::CONFLICT),
         }
     }
 

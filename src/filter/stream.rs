@@ -5,7 +5,12 @@
 
 use std::any::Any;
 
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderValue, Response};
+
 use super::HonouredFilter;
+use crate::codec::sse::{write_event, EventFields};
+use crate::metrics::{self, Ended};
 
 /// The mark of a listen stream served by the listen hub, in its response's
 /// extensions. It vouches for the hub's body, not for the response: a layer
@@ -49,6 +54,50 @@ pub(crate) fn acknowledgment(filter: &HonouredFilter, notifications: &str) -> St
         r#"{{"jsonrpc":"2.0","method":"{ACKNOWLEDGED}","params":{{"notifications":{notifications},"_meta":{{"{SUBSCRIPTION_ID}":{}}}}}}}"#,
         filter.subscription_id().get()
     )
+}
+
+/// The listen's own successful answer (JSON text), which ends its stream.
+pub(crate) fn completed(filter: &HonouredFilter) -> String {
+    let id = filter.subscription_id().get();
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
+    )
+}
+
+/// The whole answer to a listen that honours nothing (see
+/// [`HonouredFilter::is_empty`]): its acknowledgment, then its own answer,
+/// in one event stream that ends there. Counted as a stream ended `empty`.
+pub(crate) fn ended_at_once(filter: &HonouredFilter) -> Response<Bytes> {
+    metrics::listen_ended(Ended::Empty);
+    tracing::info!("listen: nothing honoured, ended at once");
+    let mut body = BytesMut::new();
+    for data in [
+        acknowledgment(filter, filter.ack().get()),
+        completed(filter),
+    ] {
+        let event = EventFields {
+            data: &data,
+            ..Default::default()
+        };
+        write_event(&event, &mut body);
+    }
+    event_stream(body.freeze())
+}
+
+/// A response carrying `body` as an event stream, with the headers of one.
+pub(crate) fn event_stream<B>(body: B) -> Response<B> {
+    let mut response = Response::new(body);
+    // Room for these two and the `Transfer-Encoding` hyper adds, no more:
+    // hyper keeps a connection's last response headers for its next
+    // answer, so a held stream's map lives as long as the stream.
+    let headers = response.headers_mut();
+    headers.reserve(3);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
 /// The sub-resource rule, by which a listen stream honouring a URI hears

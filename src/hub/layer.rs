@@ -16,15 +16,16 @@ use tower_service::Service;
 use super::registry::{Admission, Opener};
 use super::shared::Shared;
 use super::stream::ListenStream;
-use crate::filter::stream::Served;
-use crate::filter::HonouredFilter;
+use crate::filter::stream::{ended_at_once, event_stream, Served};
+use crate::filter::{HonouredFilter, ListenError};
 use crate::http::once::Once;
 use crate::http::rewind::poll_bytes;
 use crate::jsonrpc::{JsonRpcError, RESOURCE_EXHAUSTED};
-use crate::metrics;
+use crate::metrics::{self, Ended};
 
-/// How long a client refused for a cap is asked to wait (`Retry-After`).
-const RETRY_AFTER_SECS: &str = "5";
+/// How long a client refused for a cap is asked to wait, in seconds: the
+/// `Retry-After` header and the error's `data.retryAfter`.
+const RETRY_AFTER_SECS: u32 = 5;
 
 /// Layer that serves the listens of a [`ListenHub`](super::ListenHub); see
 /// the [module docs](super).
@@ -98,6 +99,10 @@ where
         let Some(filter) = request.extensions().get::<HonouredFilter>().cloned() else {
             return ResponseFuture::inner(self.inner.call(request));
         };
+        if filter.is_empty() {
+            // Nothing to hear: no slot, no stream held.
+            return ResponseFuture::ready(ended_at_once(&filter).map(ResponseBody::from));
+        }
         let (parts, _) = request.into_parts();
         let bucket = self.shared.key(&parts).into();
         let opener = Opener::Stream {
@@ -118,6 +123,7 @@ where
             }
             Admission::Full { cap, max } => {
                 metrics::listen_refused(cap.into());
+                metrics::listen_ended(Ended::Cap);
                 let limit = cap.name();
                 tracing::info!(limit, max, "listen hub: a listen over a cap was refused");
                 let error = JsonRpcError::new(
@@ -125,14 +131,22 @@ where
                     format!("too many open listen streams: at most {max} ({limit})"),
                 )
                 .with_status(StatusCode::TOO_MANY_REQUESTS)
-                .with_data(serde_json::json!({ "limit": limit, "max": max }));
+                .with_data(serde_json::json!({
+                    "limit": limit,
+                    "max": max,
+                    "retryAfter": RETRY_AFTER_SECS,
+                }));
                 let mut response: Response<ResponseBody<Bytes>> =
                     error.to_response(Some(filter.subscription_id()));
-                response.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from_static(RETRY_AFTER_SECS),
-                );
                 response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                response
+            }
+            Admission::Duplicate => {
+                metrics::listen_ended(Ended::Duplicate);
+                let error = ListenError::SubscriptionIdInUse.to_jsonrpc();
+                error.to_response(Some(filter.subscription_id()))
             }
         };
         ResponseFuture::ready(response)
@@ -142,18 +156,7 @@ where
 /// The response of a listen stream (marked as the hub's once its body has
 /// its final type: see [`ResponseFuture`]).
 fn stream(stream: ListenStream) -> Response<ResponseBody<Bytes>> {
-    let mut response = Response::new(ResponseBody::of(BodyKind::Stream { stream }));
-    // Room for these two and the `Transfer-Encoding` hyper adds, no more:
-    // hyper keeps a connection's last response headers for its next
-    // answer, so this map lives as long as the stream.
-    let headers = response.headers_mut();
-    headers.reserve(3);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    event_stream(ResponseBody::of(BodyKind::Stream { stream }))
 }
 
 pin_project! {

@@ -261,9 +261,10 @@ impl ListenHub {
         let admission = self.shared.registry().open(opener, &*self.shared.bus);
         let (id, queue) = match admission {
             Admission::Open(id, queue) => (Some(id), queue),
-            // After shutdown: a watch that has ended (no cap applies to one).
+            // After shutdown: a watch that has ended.
             Admission::Closed(queue) => (None, queue),
-            Admission::Full { .. } => (None, Queue::ended(End::Shutdown)),
+            // Neither a cap nor a subscription id applies to a watch.
+            Admission::Full { .. } | Admission::Duplicate => (None, Queue::ended(End::Shutdown)),
         };
         Watch::new(self.shared.clone(), id, queue)
     }

@@ -2,8 +2,9 @@
 //! caller. A delivery queues its event on each stream of an index under
 //! the registry's lock, deciding once per caller whether it may be heard.
 
-use std::collections::{hash_map, HashMap};
+use std::collections::{hash_map, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::bus::Bus;
 use super::change::{heard, Change, Channel};
@@ -11,7 +12,7 @@ use super::queue::{End, Queue, StreamId, Wakers};
 use crate::filter::stream::coverers;
 use crate::filter::{HonouredFilter, Topic};
 use crate::hooks::Principal;
-use crate::metrics::Limit;
+use crate::metrics::{self, Limit};
 
 /// The streams under one topic, by caller (a delivery decides once per
 /// caller), then by id.
@@ -71,7 +72,13 @@ pub(super) struct Registry {
     tasks: HashMap<(Principal, Box<str>), Streams>,
     /// Open streams per admission bucket.
     buckets: HashMap<Bucket, usize>,
+    /// The subscription ids of the open listen streams of identified
+    /// callers: a caller's second listen under a live id is refused.
+    live: HashSet<Live>,
 }
+
+/// A caller and the subscription id of one of its open listens (JSON text).
+type Live = (Principal, Box<str>);
 
 /// Whose count a listen stream is admitted in.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,6 +130,9 @@ struct Entry {
     caller: Option<Principal>,
     /// A listen stream's admission bucket; `None` for a [`Watch`](super::Watch).
     bucket: Option<Bucket>,
+    /// A listen stream of an identified caller: its subscription id.
+    live: Option<Live>,
+    opened: Instant,
 }
 
 /// What an entry hears: a listen's honoured filter, or a watch's own topics.
@@ -168,6 +178,8 @@ pub(super) enum Admission {
     Open(StreamId, Arc<Queue>),
     /// Over a cap, of this value.
     Full { cap: Cap, max: usize },
+    /// Its caller has an open listen under the same subscription id.
+    Duplicate,
     /// The hub shut down: the stream is acknowledged and ends at once.
     Closed(Arc<Queue>),
 }
@@ -216,7 +228,7 @@ impl Registry {
         if self.closed {
             return Admission::Closed(Queue::ended(End::Shutdown));
         }
-        let (topics, caller, bucket) = match opener {
+        let (topics, caller, bucket, live) = match opener {
             Opener::Stream {
                 filter,
                 bucket,
@@ -236,9 +248,15 @@ impl Registry {
                     };
                 }
                 let caller = filter.principal().cloned();
-                (Topics::Filter(filter.clone()), caller, Some(bucket))
+                let live = caller
+                    .clone()
+                    .map(|caller| (caller, filter.subscription_id().get().into()));
+                if live.as_ref().is_some_and(|live| self.live.contains(live)) {
+                    return Admission::Duplicate;
+                }
+                (Topics::Filter(filter.clone()), caller, Some(bucket), live)
             }
-            Opener::Watch { topics, caller } => (Topics::Own(topics), caller, None),
+            Opener::Watch { topics, caller } => (Topics::Own(topics), caller, None, None),
         };
         let id = StreamId::MIN.saturating_add(self.next);
         self.next += 1;
@@ -254,6 +272,9 @@ impl Registry {
             *self.buckets.entry(bucket.clone()).or_default() += 1;
             self.open += 1;
         }
+        if let Some(live) = &live {
+            self.live.insert(live.clone());
+        }
         self.streams.insert(
             id,
             Entry {
@@ -261,22 +282,29 @@ impl Registry {
                 topics,
                 caller,
                 bucket,
+                live,
+                opened: Instant::now(),
             },
         );
         Admission::Open(id, queue)
     }
 
-    /// Removes stream `id` from every index, freeing its slot.
+    /// Removes stream `id` from every index, freeing its slot (and its
+    /// subscription id); a listen stream's lifetime is counted.
     pub(super) fn close(&mut self, id: StreamId, bus: &dyn Bus) {
         let Some(entry) = self.streams.remove(&id) else {
             return;
         };
+        if let Some(live) = &entry.live {
+            self.live.remove(live);
+        }
         for channel in heard(entry.topics.get()) {
             if self.leave(channel, &entry.caller, id) {
                 bus.unwatch(channel);
             }
         }
         if let Some(bucket) = &entry.bucket {
+            metrics::listen_lifetime(entry.opened.elapsed());
             self.open -= 1;
             if let Some(open) = self.buckets.get_mut(bucket) {
                 *open -= 1;

@@ -16,9 +16,9 @@ use super::change::{heard, Change, Channel};
 use super::queue::{lagged, tag, End, Next, Queue, StreamId};
 use super::shared::Shared;
 use crate::codec::sse::EventFields;
-use crate::filter::stream::{acknowledgment, SUBSCRIPTION_ID};
+use crate::filter::stream::{acknowledgment, completed};
 use crate::filter::HonouredFilter;
-use crate::metrics;
+use crate::metrics::{self, Ended};
 
 /// The SSE body of one listen stream served by the hub: the
 /// acknowledgment, the queued changes as they come, keep-alive comments
@@ -138,11 +138,8 @@ impl ListenStream {
 
     /// The listen's own answer that ends the stream.
     fn end(&self, end: End) -> String {
-        let id = self.filter.subscription_id().get();
         match end {
-            End::Shutdown => format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
-            ),
+            End::Shutdown => completed(&self.filter),
             End::Lagged => {
                 let error =
                     lagged(self.shared.config.backlog).to_body(Some(self.filter.subscription_id()));
@@ -281,6 +278,11 @@ impl Drop for ListenStream {
         if self.id.is_some() {
             metrics::listen_stream(false);
         }
+        metrics::listen_ended(match self.finished {
+            None => Ended::ClientGone,
+            Some(End::Lagged) => Ended::Backlog,
+            Some(End::Shutdown) => Ended::Shutdown,
+        });
         tracing::info!(
             reason = self.finished.map_or("the client went away", End::reason),
             open,

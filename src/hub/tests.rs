@@ -434,7 +434,7 @@ async fn admission_caps_streams_per_caller_and_in_all() {
     assert_eq!(error["error"]["code"], -32013);
     assert_eq!(
         error["error"]["data"],
-        json!({"limit": "streams_per_caller", "max": 2})
+        json!({"limit": "streams_per_caller", "max": 2, "retryAfter": 5})
     );
     // Anonymous callers share one bucket; the total cap holds across buckets.
     let _anonymous = stack.listen(None, 4, ask.clone()).await;
@@ -443,7 +443,7 @@ async fn admission_caps_streams_per_caller_and_in_all() {
     let body = refused.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(
         serde_json::from_slice::<Value>(&body).unwrap()["error"]["data"],
-        json!({"limit": "streams", "max": 3})
+        json!({"limit": "streams", "max": 3, "retryAfter": 5})
     );
     // Closing a stream frees its slot at once.
     drop(first);
@@ -1112,4 +1112,81 @@ async fn the_hub_delivers_below_a_prefix_only_what_a_client_reads_there() {
     let mut exact = open(odd).await;
     assert_eq!(publisher.resource_updated(odd).await.streams, 1);
     assert_eq!(exact.message().await["params"]["uri"], odd);
+}
+
+/// A listen whose filter honours nothing, handed to the hub (by a layer
+/// of the application's own): acknowledged and ended at once, no slot
+/// taken, the inner service not called.
+#[tokio::test(start_paused = true)]
+async fn the_hub_ends_a_listen_that_honours_nothing_at_once() {
+    let stack = Stack::new(|b| b.max_streams(1));
+    let (mut parts, ()) = Request::new(()).into_parts();
+    parts.extensions.insert(Principal::new("bob"));
+    let raw = |text: String| serde_json::value::RawValue::from_string(text).unwrap();
+    let params =
+        raw(json!({"notifications": {"resourceSubscriptions": [ALICE_NOTES]}}).to_string());
+    let filter = crate::filter::honour(&stack.profile, &parts, &raw("3".into()), Some(&params))
+        .await
+        .unwrap();
+    assert!(filter.is_empty());
+    let mut request = Request::new(());
+    request.extensions_mut().insert(filter);
+    let mut hub = stack
+        .hub
+        .layer()
+        .layer(tower::service_fn(|_: Request<()>| async {
+            panic!("the inner service is not called");
+            #[allow(unreachable_code)]
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+        }));
+    let response = hub.ready().await.unwrap().call(request).await.unwrap();
+    assert_eq!(stack.hub.open_streams(), 0);
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let events: Vec<Value> = std::str::from_utf8(&body)
+        .unwrap()
+        .split_terminator("\n\n")
+        .map(|event| serde_json::from_str(event.strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    let [ack, end] = &events[..] else {
+        panic!("two events: {events:?}")
+    };
+    assert_eq!(
+        (tag(ack), &ack["params"]["notifications"]),
+        (&json!(3), &json!({}))
+    );
+    assert_eq!(
+        end,
+        &json!({"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": 3}}})
+    );
+}
+
+/// Behind the listen filter, a caller's second listen under the id of its
+/// open hub stream is refused by the hub (-32600, 409), and takes no slot;
+/// once the stream is gone, the id is free.
+#[tokio::test(start_paused = true)]
+async fn a_callers_second_listen_under_a_live_subscription_id_is_refused() {
+    let stack = Stack::new(|b| b);
+    let tools = json!({"toolsListChanged": true});
+    let first = stack.listen(Some("alice-token"), 7, tools.clone()).await;
+    let again = stack
+        .send(listen(Some("alice-token"), 7, tools.clone()))
+        .await;
+    assert_eq!(again.status(), StatusCode::CONFLICT);
+    let body = again.into_body().collect().await.unwrap().to_bytes();
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (&error["id"], &error["error"]["code"]),
+        (&json!(7), &json!(-32600))
+    );
+    assert_eq!(stack.hub.open_streams(), 1);
+    // Bob's id 7 is his own; anonymous callers are not told apart.
+    let _bob = stack.listen(Some("bob-token"), 7, tools.clone()).await;
+    let _anonymous = stack.listen(None, 7, tools.clone()).await;
+    let _anonymous_again = stack.listen(None, 7, tools.clone()).await;
+    assert_eq!(stack.hub.open_streams(), 4);
+    drop(first);
+    let _reopened = stack.listen(Some("alice-token"), 7, tools).await;
+    assert_eq!(stack.hub.open_streams(), 4);
 }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
+use super::live::Claim;
 use crate::codec::json::{self, Found};
 use crate::codec::sse::{self, Event};
 use crate::filter::stream::{acknowledgment, covers_bytes, Served, ACKNOWLEDGED, SUBSCRIPTION_ID};
@@ -28,6 +29,8 @@ pub(crate) struct Guard {
     resources: bool,
     uris: Uris,
     task_ids: Vec<String>,
+    /// The listen's hold on its subscription id: given back with the guard.
+    _claim: Option<Claim>,
 }
 
 /// What the guard does with one message.
@@ -46,7 +49,7 @@ enum Verdict {
 }
 
 impl Guard {
-    pub(crate) fn new(filter: HonouredFilter) -> Self {
+    pub(crate) fn new(filter: HonouredFilter, claim: Option<Claim>) -> Self {
         let mut task_ids: Vec<String> = filter.task_ids().map(str::to_owned).collect();
         task_ids.sort_unstable();
         Self {
@@ -58,6 +61,7 @@ impl Guard {
             filter,
             acknowledged: false,
             dropped: 0,
+            _claim: claim,
         }
     }
 
@@ -510,11 +514,17 @@ impl EventRule for Guard {
 pub(crate) struct ListenAnswer {
     filter: HonouredFilter,
     limit: usize,
+    /// The listen's hold on its subscription id, for as long as its answer.
+    claim: Option<Claim>,
 }
 
 impl ListenAnswer {
-    pub(crate) fn new(filter: HonouredFilter, limit: usize) -> Self {
-        Self { filter, limit }
+    pub(crate) fn new(filter: HonouredFilter, limit: usize, claim: Option<Claim>) -> Self {
+        Self {
+            filter,
+            limit,
+            claim,
+        }
     }
 }
 
@@ -543,7 +553,7 @@ impl AnswerRule for ListenAnswer {
     }
 
     fn into_events(self) -> Guard {
-        Guard::new(self.filter)
+        Guard::new(self.filter, self.claim)
     }
 
     /// The listen hub's own stream for this very filter is within it.

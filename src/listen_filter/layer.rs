@@ -1,5 +1,8 @@
+use std::sync::Arc;
+
 use tower_layer::Layer;
 
+use super::live::Live;
 use super::service::ListenFilter;
 use super::service::INTEREST;
 use crate::http::intercept::Settings;
@@ -15,6 +18,8 @@ pub struct ListenFilterLayer {
     pub(super) settings: Settings,
     pub(super) guard_stream: bool,
     pub(super) check_updates: bool,
+    /// The subscription ids of the listens this layer and its clones guard.
+    pub(super) live: Arc<Live>,
 }
 
 impl ListenFilterLayer {
@@ -29,6 +34,7 @@ impl ListenFilterLayer {
             profile,
             guard_stream: true,
             check_updates: true,
+            live: Arc::default(),
         }
     }
 

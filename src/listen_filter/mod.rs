@@ -130,13 +130,15 @@
 //! rules for the engine in `http/intercept`), `future.rs` and `body.rs` (its
 //! [`ResponseFuture`] and [`ResponseBody`]), `request.rs` (a listen and a
 //! legacy `resources/subscribe`, honoured or refused), `guard.rs` (the stream
-//! guard of a listen's answer), `updates.rs` (the screen of every other event
+//! guard of a listen's answer), `live.rs` (the subscription ids of the open
+//! listens it guards), `updates.rs` (the screen of every other event
 //! stream), `tests/` (one file per concern).
 
 mod body;
 mod future;
 mod guard;
 pub(crate) mod layer;
+mod live;
 mod request;
 pub(crate) mod service;
 mod updates;
@@ -154,5 +156,5 @@ mod tests;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub fn fuzz_guard(filter: &crate::filter::HonouredFilter, chunks: &[&[u8]]) -> Vec<u8> {
-    crate::http::ready::ruled(chunks, guard::Guard::new(filter.clone()))
+    crate::http::ready::ruled(chunks, guard::Guard::new(filter.clone(), None))
 }

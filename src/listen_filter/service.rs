@@ -14,6 +14,7 @@ use super::request::InterceptedRequest;
 use super::updates::Updates;
 use crate::codec::scan::{Method, Outcome};
 use crate::filter::honour_at;
+use crate::filter::stream::ended_at_once;
 use crate::filter::HonouredFilter;
 use crate::http::body::RequestBody;
 use crate::http::classify::{Classified, Head, Interest, Shape};
@@ -119,9 +120,10 @@ pub(crate) enum Whole {
 
 /// A request the listen filter took.
 pub(crate) enum Taken {
-    /// A listen: the filter to guard the response by (when guarded), and
-    /// the longest answer that is not a stream to read.
-    Listen(Option<(HonouredFilter, usize)>),
+    /// A listen: the rule of its answer, when guarded.
+    Listen(Option<ListenAnswer>),
+    /// A listen that honours nothing: answered by the layer, at once.
+    AtOnce(HonouredFilter),
     /// A `resources/subscribe` it checked.
     Subscribe,
 }
@@ -188,10 +190,23 @@ impl Rules for ListenFilterLayer {
     {
         match whole {
             Whole::Listen => {
-                let honoured = honour_listen(self.profile.clone(), parts, body, self.guard_stream);
+                let honoured = honour_listen(self.profile.clone(), parts, body);
+                let limit = self.profile.limits().max_rewritten_response;
+                let live = self.guard_stream.then(|| self.live.clone());
                 Box::pin(async move {
                     let (parts, body, filter) = honoured.await?;
-                    Ok((parts, body, take(Taken::Listen(filter))))
+                    if filter.is_empty() {
+                        return Ok((parts, body, take(Taken::AtOnce(filter))));
+                    }
+                    let Some(live) = live else {
+                        return Ok((parts, body, take(Taken::Listen(None))));
+                    };
+                    let id = || Some(filter.subscription_id().to_owned());
+                    let claim = live
+                        .claim(&filter)
+                        .map_err(|error| (Rejection::Listen(error), id()))?;
+                    let answer = ListenAnswer::new(filter, limit, claim);
+                    Ok((parts, body, take(Taken::Listen(Some(answer)))))
                 })
             }
             Whole::Subscribe => {
@@ -222,8 +237,15 @@ impl Take for Taken {
 
     fn into_answer(self) -> Option<ListenAnswer> {
         match self {
-            Taken::Listen(Some((filter, limit))) => Some(ListenAnswer::new(filter, limit)),
-            Taken::Listen(None) | Taken::Subscribe => None,
+            Taken::Listen(answer) => answer,
+            Taken::AtOnce(_) | Taken::Subscribe => None,
+        }
+    }
+
+    fn answer_alone(&mut self) -> Option<Response<Bytes>> {
+        match self {
+            Taken::AtOnce(filter) => Some(ended_at_once(filter)),
+            Taken::Listen(_) | Taken::Subscribe => None,
         }
     }
 
@@ -278,13 +300,12 @@ async fn check_subscribe(
 
 /// Honours a listen read whole: the request to hand on (its body rewritten
 /// to the honoured ack, the [`HonouredFilter`] in its extensions) and the
-/// filter to guard the stream by, or the refusal.
+/// filter, or the refusal.
 async fn honour_listen(
     profile: ServerProfile,
     mut parts: Parts,
     body: Bytes,
-    guard_stream: bool,
-) -> Result<(Parts, Bytes, Option<(HonouredFilter, usize)>), Refusal> {
+) -> Result<(Parts, Bytes, HonouredFilter), Refusal> {
     let listen = InterceptedRequest::parse(&body, Method::Listen)?;
     let (filter, notifications) =
         match honour_at(&profile, &parts, listen.id(), listen.params).await {
@@ -301,8 +322,6 @@ async fn honour_listen(
         principal = filter.principal().is_some(),
         "listen honoured"
     );
-    let limit = profile.limits().max_rewritten_response;
-    let guard = guard_stream.then(|| (filter.clone(), limit));
-    parts.extensions.insert(filter);
-    Ok((parts, body.into(), guard))
+    parts.extensions.insert(filter.clone());
+    Ok((parts, body.into(), filter))
 }

@@ -342,7 +342,10 @@ where
             unreachable!("the future was preparing")
         };
         match prepared {
-            Ok((mut parts, body, take)) => {
+            Ok((mut parts, body, mut take)) => {
+                if let Some(answer) = take.answer_alone() {
+                    return Poll::Ready(Ok(answer.map(|body| Reply::full(body, None))));
+                }
                 parts
                     .headers
                     .insert(header::CONTENT_LENGTH, body.len().into());

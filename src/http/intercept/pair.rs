@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::response;
+use http::{response, Response};
 use http_body::Body;
 
 use super::rules::{AnswerRule, Decision, Later, Rewritten, Rules, Settings, Take};
@@ -112,6 +112,13 @@ impl<A: Take, B: Take> Take for Either<A, B> {
         match self {
             Either::Left(take) => take.screens(),
             Either::Right(take) => take.screens(),
+        }
+    }
+
+    fn answer_alone(&mut self) -> Option<Response<Bytes>> {
+        match self {
+            Either::Left(take) => take.answer_alone(),
+            Either::Right(take) => take.answer_alone(),
         }
     }
 }

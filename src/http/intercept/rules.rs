@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::response;
+use http::{response, Response};
 use http_body::Body;
 use serde_json::value::RawValue;
 
@@ -187,6 +187,12 @@ pub(crate) trait Take: Send + 'static {
     /// Whether the answer is screened too (an answer whose every event the
     /// layer vouches for itself is not).
     fn screens(&self) -> bool;
+
+    /// The layer's own answer, when the request needs no inner service
+    /// after all (a listen that honours nothing): the inner is not called.
+    fn answer_alone(&mut self) -> Option<Response<Bytes>> {
+        None
+    }
 }
 
 /// The check of the answers to a layer's taken requests.

@@ -261,7 +261,7 @@ b"}}"#,
 #[test]
 fn judges_edge_cases_as_the_members_walk_did() {
     let filter = filter(NOTIFICATIONS);
-    let guard = Guard::new(filter.clone());
+    let guard = Guard::new(filter.clone(), None);
     for data in EDGE_CASES {
         assert_eq!(guard.judge(data), members_verdict(&filter, data), "{data}");
     }
@@ -279,7 +279,7 @@ proptest::proptest! {
         byte in proptest::sample::select(b" \t\n\"\\{}[]:,/0123456789.eE+-tnu7ad".to_vec()),
     ) {
         let filter = filter(NOTIFICATIONS);
-        let guard = Guard::new(filter.clone());
+        let guard = Guard::new(filter.clone(), None);
         let (a, b) = (EDGE_CASES[case].as_bytes(), EDGE_CASES[other].as_bytes());
         let (at, to) = (at.min(a.len()), to.min(b.len()));
         let mut inputs = vec![[&a[..at], &b[to..]].concat()];
@@ -344,7 +344,7 @@ fn the_listens_own_response_passes_without_an_ack() {
         .unwrap()
         .block_on(crate::filter::honour(&profile, &parts, &id, Some(&params)))
         .unwrap();
-    let mut guard = Guard::new(filter);
+    let mut guard = Guard::new(filter, None);
     let mut parser = sse::Parser::new();
     parser.push(Bytes::from_static(
         b"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32022,\"message\":\"x\"}}\n\n",

@@ -5,6 +5,7 @@ mod client_gone;
 mod disguise;
 mod errors;
 mod guard;
+mod lifecycle;
 mod limits;
 mod passes;
 mod per_caller;
@@ -221,6 +222,15 @@ fn ack_data(id: &str, notifications: &str) -> String {
 
 fn ack_event(id: &str, notifications: &str) -> String {
     format!("data: {}\n\n", ack_data(id, notifications))
+}
+
+/// The whole answer to listen `id` that honours nothing: its empty ack,
+/// then its own answer, the stream's end.
+fn ended_at_once(id: &str) -> String {
+    let complete = format!(
+        r#"data: {{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"complete","_meta":{{"{SUBSCRIPTION_ID}":{id}}}}}}}"#
+    );
+    ack_event(id, "{}") + &complete + "\n\n"
 }
 
 /// A notification event tagged with subscription `id`; `params` holds the other members.

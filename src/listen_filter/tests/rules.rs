@@ -91,8 +91,10 @@ async fn ack_keeps_request_order() {
     assert_eq!(inner.last().filter().ack().get(), honoured);
 }
 
+/// A listen that honours nothing is acknowledged and ends at once: the
+/// inner service is not called, no stream is held.
 #[tokio::test]
-async fn nothing_honoured_is_an_empty_ack() {
+async fn nothing_honoured_is_an_empty_ack_and_the_end() {
     let inner = Inner::new(echo_ack(vec![]));
     let requested = format!(
         r#"{{"toolsListChanged":false,"resourceSubscriptions":["{UNKNOWN}","{LOGO}","{BOB_NOTES}"],"taskIds":["task-bob-1","task-ghost"],"somethingNew":true}}"#
@@ -103,12 +105,13 @@ async fn nothing_honoured_is_an_empty_ack() {
         listen_request(Some("alice-token"), "1", &requested),
     )
     .await;
-    assert_eq!(text(response).await, ack_event("1", "{}"));
-    let received = inner.last();
-    assert_eq!(received.text(), listen_body("1", "{}"));
-    assert_eq!(received.filter().ack().get(), "{}");
-    assert!(received.filter().topics().is_empty());
-    assert!(received.filter().kinds().is_empty());
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()[http::header::CONTENT_TYPE],
+        "text/event-stream"
+    );
+    assert_eq!(text(response).await, ended_at_once("1"));
+    assert_eq!(inner.calls(), 0);
 }
 
 #[tokio::test]
