@@ -10,7 +10,8 @@
 #
 # Builds the benches (`cargo bench -p mcp-edge --no-run $FEATURES`;
 # honours CARGO_TARGET_DIR), then runs each row's criterion bench id alone
-# under `valgrind --tool=callgrind --toggle-collect='*Routine*profile*'`
+# under `valgrind --tool=callgrind`, collecting inside criterion's
+# `Routine::warm_up` and `Routine::bench` (`--toggle-collect`)
 # with `--profile-time 1`, in a process of its own, from a copy of the
 # bench binary at a fixed path and with a fixed environment (the stack's
 # alignment, and so a few memcpy and malloc paths, follow their sizes).
@@ -69,7 +70,8 @@ row() {
   }
   out="$TMP/$bench.out"
   (cd "$TMP/run" && env -i NO_RATIOS=1 CRITERION_HOME="$TMP/criterion" \
-    "$VALGRIND" --tool=callgrind --toggle-collect='*Routine*profile*' \
+    "$VALGRIND" --tool=callgrind --toggle-collect='*Routine*warm_up*' \
+    --toggle-collect='*Routine*>::bench' \
     --callgrind-out-file="$out" "$TMP/bin/$bench" --bench "^$id\$" --profile-time 1) \
     >"$TMP/run.log" 2>&1 || {
     cat "$TMP/run.log" >&2

@@ -138,8 +138,20 @@ impl JsonRpcError {
             http::HeaderValue::from_static("application/json"),
         );
         headers.insert(http::header::CONTENT_LENGTH, body.len().into());
+        response.extensions_mut().insert(Answered {
+            code: self.code,
+            message: self.message.clone(),
+        });
         response
     }
+}
+
+/// The mark of an error answer the edge wrote: its code and message, for
+/// the request's operation (`crate::telemetry`).
+#[derive(Debug, Clone)]
+pub(crate) struct Answered {
+    pub(crate) code: i64,
+    pub(crate) message: Cow<'static, str>,
 }
 
 impl fmt::Display for JsonRpcError {

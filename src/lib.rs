@@ -145,6 +145,7 @@ mod profile;
 mod rejection;
 #[cfg(feature = "hub")]
 mod sync;
+mod telemetry;
 #[cfg(test)]
 mod testing;
 
@@ -167,6 +168,9 @@ pub use self::listen_filter::service::ListenFilter;
 pub use self::metrics::describe as describe_metrics;
 pub use self::profile::{BuildError, Limits, ServerProfile, ServerProfileBuilder, UnreadableUris};
 pub use self::rejection::Rejection;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub use self::telemetry::OPERATION_SECONDS;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -122,13 +122,32 @@ const COUNTERS: &[(&str, &str, &str, &[&str])] = &[
     ),
 ];
 
+/// Whether [`describe`] was called, and so a recorder is installed: the
+/// operation histogram, whose labels are built per request, is recorded
+/// from then on.
+#[cfg(feature = "metrics")]
+static DESCRIBED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether each request's operation is counted: once [`describe`] was
+/// called (never without the feature).
+#[inline]
+pub(crate) fn operations_counted() -> bool {
+    #[cfg(feature = "metrics")]
+    return DESCRIBED.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "metrics"))]
+    false
+}
+
 /// Describes every metric the edge records to the installed recorder, and
 /// records each counter at 0 for each of its label values and the open
 /// listen streams at 0: a scrape before any traffic lists every metric
 /// (the Redis bus's `mcp_edge_bus_connected` comes with the bus). Call it
-/// once, after installing the recorder.
+/// once, after installing the recorder: from then on the operation
+/// histogram, `mcp.server.operation.duration`, is recorded too (its labels
+/// are built per request, so not before a recorder is there to read them).
 #[cfg(feature = "metrics")]
 pub fn describe() {
+    DESCRIBED.store(true, std::sync::atomic::Ordering::Relaxed);
     use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     for &(name, help, key, values) in COUNTERS {
         describe_counter!(name, help);
@@ -159,9 +178,16 @@ pub fn describe() {
         Unit::Seconds,
         "How long each hub listen stream was open."
     );
+    describe_histogram!(
+        "mcp.server.operation.duration",
+        Unit::Seconds,
+        "MCP request or notification duration as observed on the receiver from the time it was \
+         received until the result or ack is sent."
+    );
     for name in [
         "mcp_edge_access_hook_seconds",
         "mcp_edge_listen_stream_duration_seconds",
+        "mcp.server.operation.duration",
     ] {
         // Registered, so that the exporter lists it.
         let _ = histogram!(name);

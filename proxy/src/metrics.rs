@@ -24,6 +24,14 @@ const STREAM_SECONDS: &[f64] = &[1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 14400.0,
 /// Installs the process's recorder; its upkeep runs on the runtime.
 pub fn install() -> Result<PrometheusHandle, BuildError> {
     let handle = PrometheusBuilder::new()
+        // Unit suffixes: `mcp.server.operation.duration` reads
+        // `mcp_server_operation_duration_seconds`, as OpenTelemetry's
+        // Prometheus form names it.
+        .with_recommended_naming(true)
+        .set_buckets_for_metric(
+            Matcher::Full("mcp.server.operation.duration".to_owned()),
+            mcp_edge::OPERATION_SECONDS,
+        )?
         .set_buckets_for_metric(
             Matcher::Full("mcp_edge_listen_stream_duration_seconds".to_owned()),
             STREAM_SECONDS,

@@ -78,9 +78,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_edge::hub::Bus;
+use mcp_edge_reference::telemetry::Otlp;
 use mcp_edge_reference::{app, serve};
 use tokio::net::TcpListener;
-use tracing_subscriber::EnvFilter;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// rmcp's log level when `RUST_LOG` is not set.
 const DEFAULT_RMCP_LOG: &str = "warn";
@@ -94,6 +99,7 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
               [--keep-alive-secs N] [--redis URL | --redis-cluster URL,URL,...]
               [--metrics-addr HOST:PORT] [--header-timeout-secs N]
               [--idle-timeout-secs N] [--max-connections-per-peer N]
+              [--otlp-endpoint URL]
 
   --addr HOST:PORT             where to listen (default 127.0.0.1:8080)
   --bare                       the same server without the mcp-edge layers (auth stays)
@@ -111,6 +117,9 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--bare] [--max-sessions N
   --redis-cluster URL,URL,...  the same on the Redis Cluster these nodes belong to,
                                over sharded pub/sub (built with --features redis)
   --metrics-addr HOST:PORT     serve mcp-edge's metrics for Prometheus at /metrics there
+  --otlp-endpoint URL          export mcp-edge's spans and metrics over OTLP/HTTP to this
+                               base URL (http://; /v1/traces and /v1/metrics are added);
+                               without it, OTEL_EXPORTER_OTLP_ENDPOINT turns the export on
   --header-timeout-secs N      close a connection whose request head is not complete
                                this long after it started waiting for one: on HTTP/2,
                                the preface and the first request (default 10)
@@ -126,6 +135,7 @@ struct Args {
     connections: serve::Limits,
     redis: Option<Redis>,
     metrics: Option<String>,
+    otlp: Option<String>,
 }
 
 /// Where the instances share listen topics.
@@ -150,6 +160,7 @@ fn parse_args() -> Result<Args, String> {
         connections: serve::Limits::default(),
         redis: None,
         metrics: None,
+        otlp: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
@@ -158,6 +169,13 @@ fn parse_args() -> Result<Args, String> {
             "--bare" => args.bare = true,
             "--metrics-addr" => {
                 args.metrics = Some(argv.next().ok_or("--metrics-addr needs HOST:PORT")?);
+            }
+            "--otlp-endpoint" => {
+                let url = argv.next().ok_or("--otlp-endpoint needs a URL")?;
+                if !url.starts_with("http://") {
+                    return Err(format!("--otlp-endpoint takes an http:// URL, not `{url}`"));
+                }
+                args.otlp = Some(url);
             }
             "--max-sessions" => args.bounds.sessions = number(&mut argv, &arg)? as usize,
             "--max-sessions-per-caller" => {
@@ -232,14 +250,21 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     let args = parse_args()?;
-    log();
+    let otlp = Otlp::new(args.otlp.as_deref())?;
+    log(otlp.as_ref());
 
     let listener = TcpListener::bind(&args.addr).await?;
     let local = listener.local_addr()?;
     let (stop_metrics, metrics_stopped) = tokio::sync::oneshot::channel::<()>();
+    let recorder = otlp.as_ref().map(Otlp::recorder);
     let metrics = match &args.metrics {
-        Some(addr) => Some(serve_metrics(addr, metrics_stopped).await?),
-        None => None,
+        Some(addr) => Some(serve_metrics(addr, recorder, metrics_stopped).await?),
+        None => {
+            if recorder.is_some() {
+                mcp_edge_reference::metrics::install(recorder)?;
+            }
+            None
+        }
     };
     let app::App {
         router,
@@ -297,18 +322,22 @@ async fn main() -> Result<(), Box<dyn Error>> {
         metrics.await??;
     }
     tracing::info!(open_streams = hub.open_streams(), "stopped");
+    if let Some(otlp) = otlp {
+        otlp.shutdown();
+    }
     Ok(())
 }
 
 /// Installs the metrics recorder and serves it at `addr` until `stopped`.
 async fn serve_metrics(
     addr: &str,
+    otlp: Option<mcp_edge_reference::telemetry::MeterRecorder>,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<tokio::task::JoinHandle<std::io::Result<()>>, Box<dyn Error>> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     println!("metrics at http://{local}/metrics");
-    let handle = mcp_edge_reference::metrics::install()?;
+    let handle = mcp_edge_reference::metrics::install(otlp)?;
     let router = mcp_edge_reference::metrics::router(handle, local.port());
     let stopped = async move {
         let _ = stopped.await;
@@ -317,14 +346,20 @@ async fn serve_metrics(
 }
 
 /// Logs as `RUST_LOG` says; without it, `info`, but rmcp's own lines
-/// (three a request) only from `warn` up. Colour only on a terminal.
-fn log() {
+/// (three a request) only from `warn` up. Colour only on a terminal. With
+/// `otlp`, mcp-edge's spans (and the events in them) are exported too,
+/// whatever `RUST_LOG` says.
+fn log(otlp: Option<&Otlp>) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("info,rmcp={DEFAULT_RMCP_LOG}")));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stdout().is_terminal())
-        .init();
+        .with_filter(filter);
+    let export = otlp.map(|otlp| {
+        otlp.layer()
+            .with_filter(Targets::new().with_target("mcp_edge", Level::DEBUG))
+    });
+    tracing_subscriber::registry().with(fmt).with(export).init();
 }
 
 /// The bus to the other instances, when asked for: a Redis node, or a

@@ -27,6 +27,7 @@ mod handler;
 pub mod metrics;
 mod peer;
 mod store;
+pub mod telemetry;
 
 /// The accept loop both listeners run (the workspace's `mcp-edge-serve`).
 pub use mcp_edge_serve as serve;

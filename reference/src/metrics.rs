@@ -10,7 +10,8 @@ use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::layers::FanoutBuilder;
 
 use crate::edge;
 
@@ -26,10 +27,20 @@ const STREAM_SECONDS: &[f64] = &[1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 14400.0,
 const UPKEEP: Duration = Duration::from_secs(5);
 
 /// Installs the process's recorder (once per process): from then on
-/// mcp-edge's counts are kept. The handle renders them; its upkeep runs on
-/// the runtime until the process ends.
-pub fn install() -> Result<PrometheusHandle, BuildError> {
-    let handle = PrometheusBuilder::new()
+/// mcp-edge's counts are kept, and with `otlp` exported too. The handle
+/// renders them; its upkeep runs on the runtime until the process ends.
+pub fn install(
+    otlp: Option<crate::telemetry::MeterRecorder>,
+) -> Result<PrometheusHandle, Box<dyn std::error::Error>> {
+    let prometheus = PrometheusBuilder::new()
+        // Unit suffixes: `mcp.server.operation.duration` in seconds reads
+        // `mcp_server_operation_duration_seconds`, as OpenTelemetry's
+        // Prometheus form names it (every other name has its suffixes).
+        .with_recommended_naming(true)
+        .set_buckets_for_metric(
+            Matcher::Full("mcp.server.operation.duration".to_owned()),
+            mcp_edge::OPERATION_SECONDS,
+        )?
         .set_buckets_for_metric(
             Matcher::Full("mcp_edge_access_hook_seconds".to_owned()),
             HOOK_SECONDS,
@@ -38,7 +49,21 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full("mcp_edge_listen_stream_duration_seconds".to_owned()),
             STREAM_SECONDS,
         )?
-        .install_recorder()?;
+        .build_recorder();
+    let handle = prometheus.handle();
+    let installed = match otlp {
+        Some(otlp) => metrics::set_global_recorder(
+            FanoutBuilder::default()
+                .add_recorder(prometheus)
+                .add_recorder(otlp)
+                .build(),
+        )
+        .is_ok(),
+        None => metrics::set_global_recorder(prometheus).is_ok(),
+    };
+    if !installed {
+        return Err("a metrics recorder is installed already".into());
+    }
     // Every metric listed from the first scrape.
     mcp_edge::describe_metrics();
     let upkeep = handle.clone();

@@ -110,7 +110,7 @@ async fn settles(port: u16, series: &str, value: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_scrapes_streams_refusals_and_deliveries() {
-    let handle = metrics::install().unwrap();
+    let handle = metrics::install(None).unwrap();
     let metrics = Served::start(|port| metrics::router(handle, port)).await;
     let bounds = app::Bounds {
         streams_per_caller: 1,
@@ -147,6 +147,7 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
         "mcp_edge_listen_streams 0",
         "# HELP mcp_edge_access_hook_seconds",
         "# HELP mcp_edge_listen_stream_duration_seconds",
+        "# HELP mcp_server_operation_duration_seconds",
     ] {
         assert!(before.contains(series), "{series} not in\n{before}");
     }
@@ -216,8 +217,39 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
         2.0
     );
 
-    // Labels come from fixed sets: no URI, caller or task id anywhere.
+    // Every request the edge read the method of is an operation, in
+    // OpenTelemetry's Prometheus form, with the conventions' buckets.
     let text = scrape(metrics.port).await;
+    let calls = text
+        .lines()
+        .find(|line| {
+            line.starts_with("mcp_server_operation_duration_seconds_count{")
+                && line.contains(r#"mcp_method_name="tools/call""#)
+                && line.contains(r#"gen_ai_tool_name="touch_resource""#)
+        })
+        .unwrap_or_else(|| panic!("no touch_resource operation in\n{text}"));
+    for label in [
+        r#"gen_ai_operation_name="execute_tool""#,
+        r#"mcp_protocol_version="2026-07-28""#,
+        r#"network_transport="tcp""#,
+        r#"network_protocol_name="http""#,
+        r#"network_protocol_version="1.1""#,
+    ] {
+        assert!(calls.contains(label), "{label} not in {calls}");
+    }
+    assert!(calls.ends_with(" 1"), "{calls}");
+    let refusals = text
+        .lines()
+        .find(|line| {
+            line.starts_with("mcp_server_operation_duration_seconds_count{")
+                && line.contains(r#"mcp_method_name="subscriptions/listen""#)
+                && line.contains(r#"rpc_response_status_code="-32013""#)
+        })
+        .unwrap_or_else(|| panic!("no refused listen in\n{text}"));
+    assert!(refusals.contains(r#"error_type="-32013""#), "{refusals}");
+    assert!(text.contains(r#"le="0.01""#) && text.contains(r#"le="300""#));
+
+    // Labels come from fixed sets: no URI, caller or task id anywhere.
     for word in ["demo://", "bob", "alice", "task-"] {
         assert!(!text.contains(word), "{word} in\n{text}");
     }
@@ -229,7 +261,23 @@ async fn an_operator_scrapes_streams_refusals_and_deliveries() {
         for label in labels.split(',').filter(|label| !label.is_empty()) {
             let (key, _) = label.split_once('=').unwrap();
             assert!(
-                ["method", "reason", "limit", "result", "le"].contains(&key),
+                [
+                    "method",
+                    "reason",
+                    "limit",
+                    "result",
+                    "le",
+                    "mcp_method_name",
+                    "mcp_protocol_version",
+                    "network_transport",
+                    "network_protocol_name",
+                    "network_protocol_version",
+                    "gen_ai_tool_name",
+                    "gen_ai_operation_name",
+                    "rpc_response_status_code",
+                    "error_type",
+                ]
+                .contains(&key),
                 "{line}"
             );
         }

@@ -4,12 +4,8 @@
 //! refused `logging/setLevel`, so clients that set a level on connecting
 //! failed.)
 
-use std::time::Duration;
-
 use mcp_edge_reference::app;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 mod common;
 
@@ -30,13 +26,7 @@ async fn post(port: u16, session: Option<&str>, body: Value) -> (u16, Option<Str
          MCP-Protocol-Version: {LEGACY}\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut answer))
-        .await
-        .expect("answered within 10 s")
-        .unwrap();
+    let answer = common::exchange(port, &request).await;
     let (head, rest) = answer.split_once("\r\n\r\n").unwrap();
     let status = head[9..12].parse().unwrap();
     let session = head.lines().find_map(|line| {

@@ -56,7 +56,12 @@ impl Target {
             .unwrap_or_else(|| self.profile.advertised(self.era));
         // Capabilities that depend on the caller must not be cached for others.
         let private = self.narrowed.is_some() && self.era == Era::Modern;
-        rewrite_response(text, &self.id, caps, private)
+        let rewritten = rewrite_response(text, &self.id, caps, private)?;
+        tracing::debug!(
+            narrowed = self.narrowed.is_some(),
+            "capabilities: the answer carries the profile's"
+        );
+        Ok(rewritten)
     }
 }
 

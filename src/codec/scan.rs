@@ -204,7 +204,17 @@ pub(crate) struct Scanner {
     high: Option<u32>,
     /// Where the `id` value is in the body, when the one-pass path read it.
     id: Option<Range<usize>>,
+    /// Where the first method's name is, once read whole: `start..end` of
+    /// the body without escapes, [`DECODED`] when it is in `value`,
+    /// [`UNKNOWN`] when not read (yet) or too long to keep. Two `u32`, not
+    /// a range: the scanner is moved with every request it reads.
+    name: (u32, u32),
 }
+
+/// [`Scanner`]'s `name`: the first method's name is not known.
+const UNKNOWN: (u32, u32) = (0, 0);
+/// [`Scanner`]'s `name`: the first method's name is `value`.
+const DECODED: (u32, u32) = (u32::MAX, 0);
 
 impl Default for Scanner {
     fn default() -> Self {
@@ -230,6 +240,7 @@ impl Scanner {
             value_len: 0,
             high: None,
             id: None,
+            name: UNKNOWN,
         }
     }
 
@@ -249,6 +260,17 @@ impl Scanner {
         match self.decided {
             Some(Outcome::Method(method)) => Some(method),
             _ => self.method,
+        }
+    }
+
+    /// The name of the first top-level method, once read whole (`None`
+    /// when it is longer than the scanner keeps); `body` is the body read
+    /// so far.
+    pub(crate) fn method_name<'a>(&'a self, body: &'a [u8]) -> Option<&'a [u8]> {
+        match self.name {
+            UNKNOWN => None,
+            DECODED => Some(&self.value[..usize::from(self.value_len)]),
+            (start, end) => body.get(start as usize..end as usize),
         }
     }
 
@@ -347,6 +369,8 @@ impl Scanner {
                     return Err(self.resume(resume));
                 };
                 let method = Method::from_name(&chunk[i + 1..end]);
+                // Offsets in a chunk held in memory: far below 4 GiB.
+                self.name = ((i + 1) as u32, end as u32);
                 self.id = id.take().filter(|_| ids == 1);
                 if !method.is_intercepted() && !self.whole {
                     // Other bodies may be huge and are never read past their method.
@@ -679,6 +703,9 @@ impl Scanner {
             State::Value => match b {
                 b'"' => {
                     let kind = if self.flush_high() {
+                        if self.method.is_none() {
+                            self.name = DECODED;
+                        }
                         Method::from_name(&self.value[..usize::from(self.value_len)])
                     } else {
                         Method::Other
@@ -995,6 +1022,31 @@ mod tests {
     const DISCOVER: Outcome = Outcome::Method(Method::Discover);
     const LISTEN: Outcome = Outcome::Method(Method::Listen);
     const OTHER: Outcome = Outcome::Method(Method::Other);
+
+    #[test]
+    fn the_first_methods_name_is_kept_however_it_is_spelled() {
+        let name = |chunks: &[&[u8]]| {
+            let mut scanner = Scanner::new();
+            let body: Vec<u8> = chunks.concat();
+            for (i, chunk) in chunks.iter().enumerate() {
+                match i + 1 == chunks.len() {
+                    true => scanner.feed_last(chunk),
+                    false => scanner.feed(chunk),
+                };
+            }
+            scanner.method_name(&body).map(<[u8]>::to_vec)
+        };
+        let plain: &[u8] = br#"{"id":1,"method":"tools/call","params":{}}"#;
+        assert_eq!(name(&[plain]).as_deref(), Some(&b"tools/call"[..]));
+        let escaped: &[u8] = br#"{"method":"tools\/c\u0061ll"}"#;
+        assert_eq!(name(&[escaped]).as_deref(), Some(&b"tools/call"[..]));
+        let (head, tail) = plain.split_at(20);
+        assert_eq!(name(&[head, tail]).as_deref(), Some(&b"tools/call"[..]));
+        let long = format!(r#"{{"method":"{}"}}"#, "x".repeat(VALUE_CAP + 1));
+        let (head, tail) = long.as_bytes().split_at(5);
+        assert_eq!(name(&[head, tail]), None);
+        assert_eq!(name(&[br#"{"id":1}"#]), None);
+    }
 
     #[test]
     fn classifies_names() {

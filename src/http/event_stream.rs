@@ -105,6 +105,9 @@ pin_project! {
         out: VecDeque<Bytes>,
         trailers: Option<HeaderMap>,
         phase: Phase,
+        // The span of the request the stream answers, if it is observed:
+        // what the rule and the screen log is the request's.
+        span: tracing::Span,
     }
 }
 
@@ -126,6 +129,7 @@ impl<B, R, S> EventStream<B, R, S> {
             out: VecDeque::new(),
             trailers: None,
             phase: Phase::Parsing,
+            span: tracing::Span::current(),
         }
     }
 }
@@ -139,11 +143,16 @@ where
     type Data = Bytes;
     type Error = B::Error;
 
+    // Out of line: it is large, and a body that inlines it (a layer's, in
+    // front of every kind of answer) would pay for it on every frame of a
+    // stream passed untouched.
+    #[inline(never)]
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let mut this = self.project();
+        let _entered = this.span.enter();
         loop {
             if let Some(chunk) = this.out.pop_front() {
                 return Poll::Ready(Some(Ok(Frame::data(chunk))));

@@ -154,6 +154,17 @@ impl<B: Body> Peek<B> {
         self.rewind().buffered()
     }
 
+    /// The name of the body's first method as the scan read it: decoded,
+    /// or where the one-pass path found it, in the body's first chunk.
+    pub(crate) fn method_name(&self) -> Option<&[u8]> {
+        let first = self
+            .rewind()
+            .prefix()
+            .front()
+            .map_or(&[][..], |chunk| chunk);
+        self.scanner().method_name(first)
+    }
+
     /// The request's id to echo in an error: the `id` of the body read
     /// whole, when it is one object with one usable id.
     pub(crate) fn request_id(&self) -> Option<Box<RawValue>> {
@@ -175,7 +186,6 @@ impl<B: Body> Peek<B> {
     }
 
     /// Bytes read so far.
-    #[cfg(test)]
     pub(crate) fn read_len(&self) -> usize {
         self.rewind().prefix().byte_len()
     }

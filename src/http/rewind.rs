@@ -54,6 +54,11 @@ impl Chunks {
         self.first.as_ref().filter(|_| self.more.is_empty())
     }
 
+    /// The first chunk.
+    pub(crate) fn front(&self) -> Option<&Bytes> {
+        self.iter().next()
+    }
+
     /// The last chunk.
     pub(crate) fn back(&self) -> Option<&Bytes> {
         self.more[self.taken..].last().or(self.first.as_ref())

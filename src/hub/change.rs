@@ -62,6 +62,17 @@ pub(crate) fn heard(topics: &[Topic]) -> impl Iterator<Item = Channel<'_>> {
         .map(Channel::of)
 }
 
+impl Change {
+    /// The method of its notification.
+    pub(crate) fn method(&self) -> &'static str {
+        match self {
+            Change::ResourceUpdated { .. } => "notifications/resources/updated",
+            Change::ListChanged(list) => list.method(),
+            Change::TaskStatus { .. } => "notifications/tasks",
+        }
+    }
+}
+
 /// A change published on one instance, for the streams of every other.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {

@@ -8,6 +8,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use super::bus::Deliver;
 use super::change::Change;
 use super::queue::{Item, Pushed};
@@ -18,7 +20,31 @@ use crate::metrics::{self, Dropped};
 use crate::sync::lock;
 
 /// Delivers `change` to this instance's streams; how many it was queued on.
+/// The delivery is a span: the notification the hub sends, as the
+/// conventions name an operation a server starts (`CLIENT` kind), with the
+/// streams that heard it; what it dropped are its events.
 pub(crate) async fn deliver(shared: &Shared, change: &Change) -> usize {
+    // No subscriber was ever set: no span (nor the `log` crate's fallback
+    // of a disabled one).
+    if !tracing::dispatcher::has_been_set() {
+        return queue_all(shared, change).await;
+    }
+    let span = tracing::info_span!(
+        target: "mcp_edge",
+        "mcp.client",
+        otel.name = change.method(),
+        otel.kind = "client",
+        mcp.method.name = change.method(),
+        mcp_edge.streams = tracing::field::Empty,
+    );
+    let queued = queue_all(shared, change).instrument(span.clone()).await;
+    span.record("mcp_edge.streams", queued);
+    queued
+}
+
+/// [`deliver`]'s work: asks the access hook until every caller's answer
+/// is known, then queues.
+async fn queue_all(shared: &Shared, change: &Change) -> usize {
     let mut readers = Readers::of(shared, change);
     loop {
         match queue(shared, change, readers.as_mut()) {

@@ -49,3 +49,19 @@ impl Served {
             .unwrap();
     }
 }
+
+/// Sends `request` (a whole HTTP/1.1 request that asks to close) to the
+/// loopback `port` and reads the answer to its end, within 10 s.
+pub async fn exchange(port: u16, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_string(&mut answer))
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    answer
+}

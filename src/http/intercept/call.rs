@@ -10,7 +10,7 @@ use http::{header, Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::future::ResponseFuture;
+use super::future::{ResponseFuture, State};
 use super::rules::{Decision, Rules, Settings};
 use crate::codec::scan::{Method, Outcome};
 use crate::http::body::RequestBody;
@@ -18,6 +18,7 @@ use crate::http::classify::{Classified, Head, Shape};
 use crate::http::peek::Peek;
 use crate::metrics;
 use crate::rejection::Rejection;
+use crate::telemetry::Operation;
 
 /// What the engine does with a request, by its head alone.
 enum Gate {
@@ -42,19 +43,24 @@ where
     ReqBody: Body,
     ResBody: Body,
 {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let head = Head::read(&parts);
     let screen = rules.screen(&parts);
     match gate(rules, &head) {
         Gate::Skip => {
             let request = Request::from_parts(parts, RequestBody::pass_through(body));
-            ResponseFuture::Calling {
-                future: inner.call(request),
-                take: None,
-                screen,
-            }
+            ResponseFuture::new(
+                State::Calling {
+                    future: inner.call(request),
+                    take: None,
+                    screen,
+                },
+                Operation::OFF,
+            )
         }
-        Gate::Refuse(rejection) => ResponseFuture::Refused { rejection },
+        Gate::Refuse(rejection) => {
+            ResponseFuture::new(State::Refused { rejection }, Operation::OFF)
+        }
         Gate::Peek => {
             let settings = rules.settings();
             let mut peek = Peek::new(body, settings.limits, settings.scan);
@@ -64,31 +70,62 @@ where
             // registers the real waker when the future polls it.
             let mut cx = Context::from_waker(Waker::noop());
             if let Poll::Ready(classified) = peek.poll_classify(&mut cx) {
+                let operation = observe(&mut parts, &classified, &peek);
                 let decision = decide(rules, &settings, &head, &classified, &peek, &parts);
+                // Each future is written where it is returned.
                 return match next(&settings, decision, &classified, peek, parts) {
-                    Next::Call(request, take) => ResponseFuture::Calling {
-                        future: inner.call(request),
-                        take,
-                        screen,
-                    },
-                    Next::Read(read) => ResponseFuture::Reading {
-                        read,
-                        service: take_ready(inner),
-                        rules: rules.clone(),
-                        screen,
-                    },
+                    Next::Call(request, take) => ResponseFuture::new(
+                        State::Calling {
+                            future: inner.call(request),
+                            take,
+                            screen,
+                        },
+                        operation,
+                    ),
+                    Next::Read(read) => ResponseFuture::new(
+                        State::Reading {
+                            read,
+                            service: take_ready(inner),
+                            rules: rules.clone(),
+                            screen,
+                        },
+                        operation,
+                    ),
                 };
             }
-            ResponseFuture::Peeking {
-                peek,
-                head,
-                parts,
-                service: take_ready(inner),
-                rules: rules.clone(),
-                screen,
-            }
+            ResponseFuture::new(
+                State::Peeking {
+                    peek,
+                    head,
+                    parts,
+                    service: take_ready(inner),
+                    rules: rules.clone(),
+                    screen,
+                },
+                Operation::OFF,
+            )
         }
     }
+}
+
+/// The operation of a request whose method the peek read (none for one it
+/// did not: a batch, a body without a method, one that is not JSON).
+#[inline]
+pub(super) fn observe<B: Body>(
+    parts: &mut Parts,
+    classified: &Classified,
+    peek: &Peek<B>,
+) -> Operation {
+    if !Operation::wanted() || classified.method().is_none() {
+        return Operation::OFF;
+    }
+    let Some(begun) = Operation::begin(parts) else {
+        return Operation::OFF;
+    };
+    // What was read, as one buffer, only when asked for and not too long:
+    // a body read in several chunks is copied to be one.
+    let read = |max: usize| (peek.read_len() <= max).then(|| peek.buffered());
+    begun.classify(parts, peek.method_name(), read)
 }
 
 /// What every layer does with a request by its head: one it does not look

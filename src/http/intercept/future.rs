@@ -12,8 +12,9 @@ use http_body::Body;
 use pin_project_lite::pin_project;
 use serde_json::value::RawValue;
 use tower_service::Service;
+use tracing::Span;
 
-use super::call::{decide, next, Next, Then, Whole};
+use super::call::{decide, next, observe, Next, Then, Whole};
 use super::rules::{Answer, AnswerRule, Events, Later, Rewritten, Rules, Take};
 use crate::codec::json;
 use crate::http::body::RequestBody;
@@ -24,13 +25,30 @@ use crate::http::rewind::{ReadError, Rewind};
 use crate::jsonrpc::{JsonRpcError, INTERNAL_ERROR};
 use crate::metrics::{self, Replaced};
 use crate::rejection::Rejection;
+use crate::telemetry::Operation;
 
 pin_project! {
     /// Response future of every layer: a state machine from the peek to the
-    /// response.
+    /// response, and the request's operation, whose span is entered while
+    /// the future is polled and which ends with the answer's head.
+    pub(crate) struct ResponseFuture<R, S, ReqBody, ResBody>
+    where
+        R: Rules,
+        S: Service<Request<RequestBody<ReqBody>>>,
+        ReqBody: Body,
+        ResBody: Body,
+    {
+        #[pin]
+        state: State<R, S, ReqBody, ResBody>,
+        operation: Operation,
+    }
+}
+
+pin_project! {
+    /// The states of a [`ResponseFuture`].
     #[project = StateProj]
     #[project_replace = StateOwn]
-    pub(crate) enum ResponseFuture<R, S, ReqBody, ResBody>
+    pub(crate) enum State<R, S, ReqBody, ResBody>
     where
         R: Rules,
         S: Service<Request<RequestBody<ReqBody>>>,
@@ -85,6 +103,20 @@ pin_project! {
 type Output<R, ResBody, E> = Result<Response<Reply<ResBody, Events<R>, <R as Rules>::Screen>>, E>;
 
 impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>>,
+    ReqBody: Body,
+    ResBody: Body,
+{
+    /// The future in `state`, with the request's `operation`.
+    #[inline(always)]
+    pub(super) fn new(state: State<R, S, ReqBody, ResBody>, operation: Operation) -> Self {
+        Self { state, operation }
+    }
+}
+
+impl<R, S, ReqBody, ResBody> State<R, S, ReqBody, ResBody>
 where
     R: Rules,
     S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
@@ -191,9 +223,42 @@ where
 {
     type Output = Output<R, ResBody, S::Error>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let span = this.operation.span().cloned();
+        let _entered = span.as_ref().map(Span::enter);
+        // The answer is returned where it was written, never moved: it is
+        // large, and every request passes here.
+        let poll = this.state.step(cx, this.operation);
+        if let Poll::Ready(output) = &poll {
+            this.operation.finish(output.as_ref());
+        }
+        poll
+    }
+}
+
+/// One function per state, as hyper's `ChunkedState::step` and its
+/// `read_*`: each polls what its state waits on and, once that is ready,
+/// puts the next state in place and polls it at once. The states follow one
+/// order (peeking, reading, preparing, calling, rewriting), so the chain ends.
+impl<R, S, ReqBody, ResBody> State<R, S, ReqBody, ResBody>
+where
+    R: Rules,
+    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ResBody: Body + 'static,
+{
+    /// Polls the state in place; the peek starts `operation` once it read
+    /// the method.
+    #[inline]
+    fn step(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        operation: &mut Operation,
+    ) -> Poll<Output<R, ResBody, S::Error>> {
         match &*self {
-            Self::Peeking { .. } => self.peeking(cx),
+            Self::Peeking { .. } => self.peeking(cx, operation),
             Self::Reading { .. } => self.reading(cx),
             Self::Preparing { .. } => self.preparing(cx),
             Self::Calling { .. } => self.calling(cx),
@@ -202,24 +267,13 @@ where
             Self::Done => panic!("ResponseFuture polled after completion"),
         }
     }
-}
 
-/// One function per state, as hyper's `ChunkedState::step` and its
-/// `read_*`: each polls what its state waits on and, once that is ready,
-/// puts the next state in place and polls it at once. The states follow one
-/// order (peeking, reading, preparing, calling, rewriting), so the chain ends.
-impl<R, S, ReqBody, ResBody> ResponseFuture<R, S, ReqBody, ResBody>
-where
-    R: Rules,
-    S: Service<Request<RequestBody<ReqBody>>, Response = Response<ResBody>>,
-    ReqBody: Body,
-    ResBody: Body + 'static,
-{
     /// Peeking: once the method is known, the rules decide whether the
     /// request is called at once or read whole first.
     fn peeking(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
+        operation: &mut Operation,
     ) -> Poll<Output<R, ResBody, S::Error>> {
         let StateProj::Peeking {
             peek,
@@ -232,6 +286,7 @@ where
             unreachable!("the future is peeking")
         };
         let classified = ready!(peek.poll_classify(cx));
+        *operation = observe(parts, &classified, peek);
         let settings = rules.settings();
         let decision = decide(rules, &settings, head, &classified, peek, parts);
         let StateOwn::Peeking {
