@@ -6,10 +6,10 @@
 //! `mcp.server.operation.duration` histogram. docs/operations.md lists
 //! every name and attribute.
 //!
-//! Nothing is looked at unless someone listens: with no subscriber that
-//! wants the span and without the `metrics` feature, an operation is one
-//! disabled span and no allocation. A request that an outer layer of the
-//! edge already observes is not observed again.
+//! Nothing is looked at unless someone listens: before a `tracing`
+//! subscriber was set or `describe_metrics()` was called, an operation is
+//! one load of two flags. A request that an outer layer of the edge
+//! already observes is not observed again.
 //!
 //! Files: this one (the operation), `names.rs` (the bounded values),
 //! `context.rs` (`params._meta` trace context, feature `opentelemetry`).
