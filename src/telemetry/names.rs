@@ -138,7 +138,10 @@ fn bounded(name: &str) -> String {
     use std::sync::{LazyLock, Mutex};
 
     static SEEN: LazyLock<Mutex<HashSet<Box<str>>>> = LazyLock::new(Default::default);
-    let mut seen = crate::sync::lock(&*SEEN);
+    // A set of names: consistent after any panic.
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if seen.contains(name) {
         return name.to_owned();
     }
